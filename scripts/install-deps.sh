@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian packages needed to build and test the project; safe to run repeatedly.
+set -euo pipefail
+PKGS=(
+  build-essential cmake ninja-build pkg-config git ca-certificates curl unzip
+  libcurl4-openssl-dev libjansson-dev libyaml-dev libssl-dev libuv1-dev
+  libcriterion-dev libmicrohttpd-dev
+  clang libclang-rt-14-dev clang-format valgrind openssl
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

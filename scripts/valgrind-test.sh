@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs one criterion test binary under valgrind (following the per-test child processes) and fails
+# on any memory error or leak reported by any process.
+set -uo pipefail
+bin=$1; shift
+logdir=$(mktemp -d)
+trap 'rm -rf "$logdir"' EXIT
+valgrind --trace-children=yes --leak-check=full --show-leak-kinds=definite,indirect,possible \
+  --errors-for-leak-kinds=definite,indirect,possible --track-fds=no --child-silent-after-fork=no \
+  --suppressions="$(dirname "$0")/valgrind.supp" --log-file="$logdir/vg.%p.log" \
+  "$bin" --jobs=1 --short-filename "$@"
+rc=$?
+bad=0
+for f in "$logdir"/vg.*.log; do
+  [ -s "$f" ] || continue
+  if grep -qE 'are definitely lost|ERROR SUMMARY: [1-9]|definitely lost: [1-9]|indirectly lost: [1-9]|possibly lost: [1-9]|Invalid (read|write|free)|uninitialised' "$f"; then
+    echo "valgrind reported problems ($f):"; cat "$f"; bad=1
+  fi
+done
+[ $rc -eq 0 ] || { echo "test binary exited $rc under valgrind"; exit $rc; }
+[ $bad -eq 0 ] || exit 1
+echo "valgrind: no errors, no leaks ($(basename "$bin"))"
