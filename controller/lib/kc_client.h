@@ -1,0 +1,98 @@
+/* kc_client: an HTTP connection to one Kubernetes API server (TLS, auth, rate limit, retries). */
+#ifndef KC_CLIENT_H
+#define KC_CLIENT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <uv.h>
+
+#include "kc_config.h"
+#include "kc_error.h"
+
+typedef struct kc_client kc_client;
+
+typedef struct kc_client_opts {
+    double qps;               /* client-side rate limit; 0 → 50; <0 → unlimited */
+    int burst;                /* token bucket depth; 0 → 100 */
+    long timeout_ms;          /* whole-request timeout for non-streaming calls; 0 → 30000 */
+    long connect_timeout_ms;  /* 0 → 10000 */
+    int max_retries;          /* retries of a retryable failure; 0 → 5; <0 → none */
+    long backoff_base_ms;     /* first retry delay (jittered, doubles); 0 → 200 */
+    long backoff_max_ms;      /* cap; 0 → 10000 */
+    const char *user_agent;   /* NULL → "gpu-operator/<version>" */
+} kc_client_opts;
+
+/* Creates a client for the server in cfg (the config is copied; the caller keeps ownership).
+ * TLS verification is on unless the config says insecure-skip-tls-verify. */
+kc_code kc_client_new(const kc_config *cfg, const kc_client_opts *opts, kc_client **out,
+                      kc_err *err);
+/* Frees the client; every stream must have ended or been cancelled first. Accepts NULL. */
+void kc_client_free(kc_client *c);
+
+typedef struct kc_request {
+    const char *method;       /* "GET", "POST", "PUT", "PATCH", "DELETE" */
+    const char *path;         /* absolute path with query, e.g. "/api/v1/pods?limit=500" */
+    const char *content_type; /* of body; NULL → "application/json" when a body is given */
+    const char *body;         /* may be NULL */
+    size_t body_len;
+    const char *accept;       /* NULL → "application/json" */
+    bool no_retry;            /* never retry this request */
+} kc_request;
+
+typedef struct kc_response {
+    int status;          /* HTTP status; 0 when no response arrived */
+    char *body;          /* NUL-terminated, malloc'd (may be NULL) */
+    size_t body_len;
+    char *content_type;  /* malloc'd or NULL */
+    int retry_after_s;   /* Retry-After header in seconds, 0 when absent */
+} kc_response;
+
+/* Performs one request, blocking, with rate limiting and retries: GET/HEAD/PUT/DELETE are retried
+ * on connection errors and 5xx; every method is retried on 429 (after Retry-After when given) and
+ * when the connection was refused before the request was sent. Thread-safe: any thread may call
+ * it concurrently. Returns KC_OK for 2xx; otherwise the code decoded from the server's Status
+ * object (message and reason kept in err) or the transport error. resp, when non-NULL, receives
+ * the last response either way and must be released with kc_response_free. */
+kc_code kc_client_do(kc_client *c, const kc_request *req, kc_response *resp, kc_err *err);
+void kc_response_free(kc_response *resp);
+
+/* Decodes a Kubernetes Status object (or any error body) returned with an HTTP status into err;
+ * returns the code. Used for responses and for watch ERROR events. body may be NULL. */
+kc_code kc_status_decode(int http_status, const char *body, size_t len, kc_err *err);
+kc_code kc_status_from_json(int http_status, const json_t *status, kc_err *err);
+
+/* ---- Streaming requests on a libuv loop (curl multi-socket), used by watches and informers ---- */
+
+typedef struct kc_stream kc_stream;
+/* Called for each chunk of a 2xx response body as it arrives (any split, any size). */
+typedef void (*kc_stream_data_cb)(kc_stream *s, const char *data, size_t len, void *ud);
+/* Called exactly once when the stream ends: KC_OK for a cleanly finished 2xx body, else the
+ * transport error or the decoded API error (err holds the message). The stream is freed after
+ * this callback returns. Never called if kc_stream_start failed, nor after kc_stream_cancel. */
+typedef void (*kc_stream_done_cb)(kc_stream *s, kc_code code, const kc_err *err, void *ud);
+
+/* Binds the client's streaming requests to a loop (once, before any kc_stream_start; the loop
+ * thread is then the only thread allowed to start or cancel streams). */
+kc_code kc_client_attach_loop(kc_client *c, uv_loop_t *loop, kc_err *err);
+/* Detaches from the loop, closing its handles; call before the loop is closed. */
+void kc_client_detach_loop(kc_client *c);
+
+/* Starts a request whose body is delivered incrementally; no overall timeout applies (watches
+ * carry timeoutSeconds instead) but a low-speed timeout detects dead connections. Rate limited
+ * like every request (the wait is a loop timer, not a blocking sleep). Not retried: the caller
+ * (an informer) owns resumption. */
+kc_code kc_stream_start(kc_client *c, const kc_request *req, kc_stream_data_cb on_data,
+                        kc_stream_done_cb on_done, void *ud, kc_stream **out, kc_err *err);
+/* Cancels a running stream; no callback fires afterwards and the stream is freed. */
+void kc_stream_cancel(kc_stream *s);
+
+/* Counters for tests and metrics (thread-safe snapshot). */
+typedef struct kc_client_stats {
+    unsigned long requests;    /* HTTP requests sent, retries included */
+    unsigned long retries;
+    unsigned long throttled_ms; /* total time spent waiting on the rate limiter */
+} kc_client_stats;
+void kc_client_get_stats(kc_client *c, kc_client_stats *out);
+
+#endif
