@@ -13,21 +13,31 @@
 typedef struct kc_client kc_client;
 
 typedef struct kc_client_opts {
-    double qps;               /* client-side rate limit; 0 → 50; <0 → unlimited */
-    int burst;                /* token bucket depth; 0 → 100 */
-    long timeout_ms;          /* whole-request timeout for non-streaming calls; 0 → 30000 */
-    long connect_timeout_ms;  /* 0 → 10000 */
-    int max_retries;          /* retries of a retryable failure; 0 → 5; <0 → none */
-    long backoff_base_ms;     /* first retry delay (jittered, doubles); 0 → 200 */
-    long backoff_max_ms;      /* cap; 0 → 10000 */
-    const char *user_agent;   /* NULL → "gpu-operator/<version>" */
+    double qps;              /* client-side rate limit; 0 → 50; <0 → unlimited */
+    int burst;               /* token bucket depth; 0 → 100 */
+    long timeout_ms;         /* whole-request timeout for non-streaming calls; 0 → 30000 */
+    long connect_timeout_ms; /* 0 → 10000 */
+    int max_retries;         /* retries of a retryable failure; 0 → 5; <0 → none */
+    long backoff_base_ms;    /* first retry delay (jittered, doubles); 0 → 200 */
+    long backoff_max_ms;     /* cap; 0 → 10000 */
+    const char *user_agent;  /* NULL → "gpu-operator/<version>" */
+    /* Streams only: abort a stream (KC_ETIMEDOUT) when fewer than 1 byte/s arrives for this many
+     * seconds; 0 → off. Off by default because a quiet watch may legitimately send nothing for
+     * minutes; dead peers are found by TCP keepalive (idle 30 s, probes every 10 s) and the
+     * server ends watches after their timeoutSeconds. */
+    long stream_idle_timeout_s;
 } kc_client_opts;
 
 /* Creates a client for the server in cfg (the config is copied; the caller keeps ownership).
- * TLS verification is on unless the config says insecure-skip-tls-verify. */
+ * TLS verification is on unless the config says insecure-skip-tls-verify; without ca_pem the
+ * system CA store is used. When both token and token_file are set the file wins (as in
+ * client-go); the file is stat'ed before each request and re-read when it changed, and the last
+ * good token is kept if it vanishes. tls_server_name: the certificate is verified against that
+ * name (the connection still goes to the server's address, with the original Host header). */
 kc_code kc_client_new(const kc_config *cfg, const kc_client_opts *opts, kc_client **out,
                       kc_err *err);
-/* Frees the client; every stream must have ended or been cancelled first. Accepts NULL. */
+/* Frees the client; every stream must have ended or been cancelled first. Accepts NULL. If the
+ * client is still attached it is detached first (see kc_client_detach_loop). */
 void kc_client_free(kc_client *c);
 
 typedef struct kc_request {
@@ -36,16 +46,16 @@ typedef struct kc_request {
     const char *content_type; /* of body; NULL → "application/json" when a body is given */
     const char *body;         /* may be NULL */
     size_t body_len;
-    const char *accept;       /* NULL → "application/json" */
-    bool no_retry;            /* never retry this request */
+    const char *accept; /* NULL → "application/json" */
+    bool no_retry;      /* never retry this request */
 } kc_request;
 
 typedef struct kc_response {
-    int status;          /* HTTP status; 0 when no response arrived */
-    char *body;          /* NUL-terminated, malloc'd (may be NULL) */
+    int status; /* HTTP status; 0 when no response arrived */
+    char *body; /* NUL-terminated, malloc'd (may be NULL) */
     size_t body_len;
-    char *content_type;  /* malloc'd or NULL */
-    int retry_after_s;   /* Retry-After header in seconds, 0 when absent */
+    char *content_type; /* malloc'd or NULL */
+    int retry_after_s;  /* Retry-After header in seconds, 0 when absent */
 } kc_response;
 
 /* Performs one request, blocking, with rate limiting and retries: GET/HEAD/PUT/DELETE are retried
@@ -53,7 +63,12 @@ typedef struct kc_response {
  * when the connection was refused before the request was sent. Thread-safe: any thread may call
  * it concurrently. Returns KC_OK for 2xx; otherwise the code decoded from the server's Status
  * object (message and reason kept in err) or the transport error. resp, when non-NULL, receives
- * the last response either way and must be released with kc_response_free. */
+ * the last response either way and must be released with kc_response_free.
+ * Details: retries wait a jittered exponential backoff (uniform in [d/2, d], d doubling from
+ * backoff_base_ms to backoff_max_ms) or the Retry-After / details.retryAfterSeconds the server
+ * gave (capped at 300 s). Client timeouts (KC_ETIMEDOUT) and TLS errors are not retried. Each
+ * attempt takes a rate-limiter token. Transport errors: KC_EIO (refused, reset, truncated),
+ * KC_ETIMEDOUT, KC_ETLS (verification or handshake; the message says against which CA). */
 kc_code kc_client_do(kc_client *c, const kc_request *req, kc_response *resp, kc_err *err);
 void kc_response_free(kc_response *resp);
 
@@ -62,7 +77,8 @@ void kc_response_free(kc_response *resp);
 kc_code kc_status_decode(int http_status, const char *body, size_t len, kc_err *err);
 kc_code kc_status_from_json(int http_status, const json_t *status, kc_err *err);
 
-/* ---- Streaming requests on a libuv loop (curl multi-socket), used by watches and informers ---- */
+/* ---- Streaming requests on a libuv loop (curl multi-socket), used by watches and informers ----
+ */
 
 typedef struct kc_stream kc_stream;
 /* Called for each chunk of a 2xx response body as it arrives (any split, any size). */
@@ -75,7 +91,10 @@ typedef void (*kc_stream_done_cb)(kc_stream *s, kc_code code, const kc_err *err,
 /* Binds the client's streaming requests to a loop (once, before any kc_stream_start; the loop
  * thread is then the only thread allowed to start or cancel streams). */
 kc_code kc_client_attach_loop(kc_client *c, uv_loop_t *loop, kc_err *err);
-/* Detaches from the loop, closing its handles; call before the loop is closed. */
+/* Detaches from the loop, closing its handles; call before the loop is closed, never from inside
+ * a stream callback. Streams still live are freed without callbacks. The handles close
+ * asynchronously: run the loop (uv_run) afterwards so their close callbacks free them. A no-op
+ * when not attached. */
 void kc_client_detach_loop(kc_client *c);
 
 /* Starts a request whose body is delivered incrementally; no overall timeout applies (watches
@@ -84,12 +103,14 @@ void kc_client_detach_loop(kc_client *c);
  * (an informer) owns resumption. */
 kc_code kc_stream_start(kc_client *c, const kc_request *req, kc_stream_data_cb on_data,
                         kc_stream_done_cb on_done, void *ud, kc_stream **out, kc_err *err);
-/* Cancels a running stream; no callback fires afterwards and the stream is freed. */
+/* Cancels a running stream; no callback fires afterwards and the stream is freed. Safe inside
+ * on_data (of this or another stream; the transfer is then torn down when curl returns), ignored
+ * inside this stream's on_done. Accepts NULL. */
 void kc_stream_cancel(kc_stream *s);
 
 /* Counters for tests and metrics (thread-safe snapshot). */
 typedef struct kc_client_stats {
-    unsigned long requests;    /* HTTP requests sent, retries included */
+    unsigned long requests; /* HTTP requests sent, retries included */
     unsigned long retries;
     unsigned long throttled_ms; /* total time spent waiting on the rate limiter */
 } kc_client_stats;

@@ -49,9 +49,12 @@ kc_code kc_err_vset(kc_err *err, kc_code code, const char *fmt, va_list ap)
 {
     if (!err)
         return code;
+    /* A fresh record each time: callers that know more (HTTP status, server reason) set it after.
+     */
     err->code = code;
-    if (!err->reason[0] || code != KC_OK)
-        snprintf(err->reason, sizeof(err->reason), "%s", kc_code_name(code));
+    err->http_status = 0;
+    err->retry_after_s = 0;
+    snprintf(err->reason, sizeof(err->reason), "%s", kc_code_name(code));
     vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
     return code;
 }
@@ -65,10 +68,10 @@ kc_code kc_err_set(kc_err *err, kc_code code, const char *fmt, ...)
     return code;
 }
 
-kc_code kc_err_prefix(kc_err *err, const char *fmt, ...)
+void kc_err_prefix(kc_err *err, const char *fmt, ...)
 {
     if (!err)
-        return KC_OK;
+        return;
     char prefix[KC_ERR_MSG_MAX];
     char old[KC_ERR_MSG_MAX];
     va_list ap;
@@ -77,7 +80,6 @@ kc_code kc_err_prefix(kc_err *err, const char *fmt, ...)
     va_end(ap);
     memcpy(old, err->msg, sizeof(old));
     snprintf(err->msg, sizeof(err->msg), "%s: %s", prefix, old);
-    return err->code;
 }
 
 kc_code kc_code_from_http(int status)

@@ -58,8 +58,9 @@ kc_code kc_err_set(kc_err *err, kc_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 kc_code kc_err_vset(kc_err *err, kc_code code, const char *fmt, va_list ap);
 
-/* Prepends context to an existing message: "context: old message". Returns err->code. */
-kc_code kc_err_prefix(kc_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prepends context to an existing message: "context: old message". Returns nothing on purpose:
+ * with a NULL err there is no code to hand back, so callers keep and return their own code. */
+void kc_err_prefix(kc_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Maps an HTTP status code to the closest kc_code (used when no Status reason is available). */
 kc_code kc_code_from_http(int status);

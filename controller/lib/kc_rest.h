@@ -27,9 +27,9 @@ char *kc_rest_path(const kc_resource *res, const char *ns, const char *name, con
 typedef struct kc_list_opts {
     const char *label_selector;
     const char *field_selector;
-    long limit;                   /* 0: server default */
+    long limit; /* 0: server default */
     const char *continue_token;
-    const char *resource_version; /* NULL: most recent */
+    const char *resource_version;       /* NULL: most recent */
     const char *resource_version_match; /* "NotOlderThan" / "Exact" or NULL */
 } kc_list_opts;
 
@@ -38,15 +38,15 @@ typedef struct kc_list_opts {
 char *kc_rest_list_query(const char *path, const kc_list_opts *opts, bool watch, bool bookmarks,
                          long timeout_seconds);
 
-kc_code kc_get(kc_client *c, const kc_resource *res, const char *ns, const char *name,
-               json_t **out, kc_err *err);
+kc_code kc_get(kc_client *c, const kc_resource *res, const char *ns, const char *name, json_t **out,
+               kc_err *err);
 /* One page; *out is the List object (items, metadata.resourceVersion, metadata.continue). */
 kc_code kc_list(kc_client *c, const kc_resource *res, const char *ns, const kc_list_opts *opts,
                 json_t **out, kc_err *err);
 /* Follows continue tokens (pages of opts->limit, default 500) and returns one List holding every
  * item and the resourceVersion of the last page. */
-kc_code kc_list_all(kc_client *c, const kc_resource *res, const char *ns,
-                    const kc_list_opts *opts, json_t **out, kc_err *err);
+kc_code kc_list_all(kc_client *c, const kc_resource *res, const char *ns, const kc_list_opts *opts,
+                    json_t **out, kc_err *err);
 kc_code kc_create(kc_client *c, const kc_resource *res, const char *ns, const json_t *obj,
                   json_t **out, kc_err *err);
 /* PUT of the whole object (name from obj.metadata.name); carries obj's resourceVersion, so a

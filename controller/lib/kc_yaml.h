@@ -15,7 +15,8 @@
  * non-string keys become strings. Duplicate keys, .inf/.nan and syntax errors are errors whose
  * message gives line and column. `name` (may be NULL) labels the input in messages.
  * On success *docs_out is a new reference the caller must json_decref. */
-kc_code kc_yaml_parse(const char *buf, size_t len, const char *name, json_t **docs_out, kc_err *err);
+kc_code kc_yaml_parse(const char *buf, size_t len, const char *name, json_t **docs_out,
+                      kc_err *err);
 
 /* As kc_yaml_parse, reading a file; the file name appears in every message. */
 kc_code kc_yaml_parse_file(const char *path, json_t **docs_out, kc_err *err);

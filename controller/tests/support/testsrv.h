@@ -11,9 +11,9 @@ typedef struct ts_stream ts_stream; /* a chunked response being written */
 
 typedef struct ts_request {
     const char *method;
-    const char *path;          /* without the query */
-    const char *query;         /* raw query string without '?', "" when none */
-    const char *body;          /* NUL-terminated request body ("" when none) */
+    const char *path;  /* without the query */
+    const char *query; /* raw query string without '?', "" when none */
+    const char *body;  /* NUL-terminated request body ("" when none) */
     size_t body_len;
     const char *content_type;  /* NULL when absent */
     const char *authorization; /* NULL when absent */
@@ -59,5 +59,17 @@ int ts_stream_write(ts_stream *st, const char *data, size_t len);
 void ts_stream_end(ts_stream *st);
 /* Cuts the connection mid-stream, as a dropped network would. */
 void ts_stream_abort(ts_stream *st);
+
+/* Notes on the implementation (testsrv.c):
+ * - req->path is the path exactly as sent (still percent-encoded), req->query likewise.
+ * - A handler that returns without answering gets a 500 Status.
+ * - ts_stream_write returns 0, or -1 once the stream ended, was aborted or the client left.
+ *   Data written before ts_stream_end/ts_stream_abort is sent before the end or the cut.
+ * - ts_stop aborts streams the handler side never ended; their handles are invalid afterwards
+ *   (stop any thread still writing to them before calling ts_stop). */
+
+/* The percent-decoded value of query parameter name ("" for a bare "name"), malloc'd; NULL when
+ * absent. */
+char *ts_query_get(const ts_request *req, const char *name);
 
 #endif

@@ -1,0 +1,116 @@
+/* kc_base64: strict padded base64 on top of OpenSSL's block coder, with precise error messages. */
+#include "kc_base64.h"
+
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* EVP_DecodeBlock takes an int length; far above any certificate or secret we handle. */
+#define KC_BASE64_MAX ((size_t)1 << 30)
+
+static int b64_value(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+static int is_ws(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+kc_code kc_base64_decode(const char *in, size_t len, unsigned char **out, size_t *out_len,
+                         kc_err *err)
+{
+    if (!out || !out_len || (!in && len))
+        return kc_err_set(err, KC_EARG, "kc_base64_decode: NULL argument");
+    *out = NULL;
+    *out_len = 0;
+    if (len > KC_BASE64_MAX)
+        return kc_err_set(err, KC_EPARSE, "base64 text of %zu bytes is too large", len);
+    /* Compact the text (whitespace removed) and check every character before OpenSSL sees it,
+     * since EVP_DecodeBlock accepts some malformed input and reports no position. */
+    unsigned char *text = malloc(len + 1);
+    unsigned char *bin = NULL;
+    if (!text)
+        goto oom;
+    size_t n = 0, pad = 0, first_pad_at = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)in[i];
+        if (is_ws(c))
+            continue;
+        if (c == '=') {
+            if (pad == 0)
+                first_pad_at = i;
+            pad++;
+        } else if (b64_value(c) < 0 || pad) {
+            free(text);
+            if (pad)
+                return kc_err_set(err, KC_EPARSE,
+                                  "invalid base64: data after '=' padding at "
+                                  "position %zu",
+                                  i + 1);
+            if (c < 0x20 || c >= 0x7f)
+                return kc_err_set(err, KC_EPARSE,
+                                  "invalid base64: byte 0x%02x at position %zu is not in the "
+                                  "base64 alphabet",
+                                  c, i + 1);
+            return kc_err_set(err, KC_EPARSE,
+                              "invalid base64: '%c' at position %zu is not in the base64 alphabet",
+                              c, i + 1);
+        }
+        text[n++] = c;
+    }
+    if (n % 4 != 0) {
+        free(text);
+        return kc_err_set(err, KC_EPARSE,
+                          "invalid base64: %zu characters is not a multiple of 4 (missing '=' "
+                          "padding or truncated)",
+                          n);
+    }
+    if (pad > 2) {
+        free(text);
+        return kc_err_set(err, KC_EPARSE, "invalid base64: too much '=' padding at position %zu",
+                          first_pad_at + 1);
+    }
+    bin = malloc(n / 4 * 3 + 1);
+    if (!bin)
+        goto oom;
+    int got = n ? EVP_DecodeBlock(bin, text, (int)n) : 0;
+    free(text);
+    text = NULL;
+    if (got < 0) {
+        free(bin);
+        return kc_err_set(err, KC_EPARSE, "invalid base64");
+    }
+    /* EVP_DecodeBlock counts the padding as zero bytes. */
+    *out_len = (size_t)got - pad;
+    bin[*out_len] = '\0';
+    *out = bin;
+    return KC_OK;
+oom:
+    free(text);
+    return kc_err_set(err, KC_ENOMEM, "out of memory decoding base64");
+}
+
+char *kc_base64_encode(const unsigned char *in, size_t len)
+{
+    if ((!in && len) || len > KC_BASE64_MAX)
+        return NULL;
+    char *outb = malloc((len + 2) / 3 * 4 + 1);
+    if (!outb)
+        return NULL;
+    int n = len ? EVP_EncodeBlock((unsigned char *)outb, in, (int)len) : 0;
+    outb[n < 0 ? 0 : n] = '\0';
+    return outb;
+}

@@ -1,0 +1,146 @@
+/* kc_client_status: turning failures into kc_err: curl transport errors and Kubernetes Status
+ * bodies (or any other error body) returned with a non-2xx HTTP status. */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kc_client.h"
+#include "kc_client_int.h"
+
+kc_code kc__curl_error(kc_client *c, CURLcode rc, const char *errbuf, const char *method,
+                       const char *path, kc_err *err)
+{
+    const char *detail = errbuf && errbuf[0] ? errbuf : curl_easy_strerror(rc);
+    const char *base = c->server;
+    switch (rc) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+        if (c->ca_pem)
+            return kc_err_set(err, KC_ETLS,
+                              "%s %s: the server certificate of %s could not be verified against "
+                              "the configured CA (certificate-authority from %s): %s",
+                              method, path, base, c->source, detail);
+        return kc_err_set(err, KC_ETLS,
+                          "%s %s: the server certificate of %s could not be verified against the "
+                          "system CA store (no certificate-authority in %s): %s",
+                          method, path, base, c->source, detail);
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+    case CURLE_SSL_ENGINE_INITFAILED:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_SHUTDOWN_FAILED:
+    case CURLE_USE_SSL_FAILED:
+        return kc_err_set(err, KC_ETLS,
+                          "%s %s: TLS handshake with %s failed (check the client certificate "
+                          "and key in %s): %s",
+                          method, path, base, c->source, detail);
+    case CURLE_OPERATION_TIMEDOUT:
+        return kc_err_set(err, KC_ETIMEDOUT, "%s %s: request to %s timed out: %s", method, path,
+                          base, detail);
+    case CURLE_OUT_OF_MEMORY:
+        return kc_err_set(err, KC_ENOMEM, "%s %s: out of memory in libcurl", method, path);
+    case CURLE_ABORTED_BY_CALLBACK:
+        return kc_err_set(err, KC_ECANCELED, "%s %s: canceled", method, path);
+    case CURLE_URL_MALFORMAT:
+        return kc_err_set(err, KC_EARG, "%s %s: malformed URL: %s", method, path, detail);
+    case CURLE_COULDNT_CONNECT:
+        return kc_err_set(err, KC_EIO, "%s %s: cannot connect to %s (is the API server up?): %s",
+                          method, path, base, detail);
+    default:
+        return kc_err_set(err, KC_EIO, "%s %s: connection to %s failed: %s", method, path, base,
+                          detail);
+    }
+}
+
+/* Copies at most max bytes of a body for a message, with control characters replaced. */
+static void excerpt(char *dst, size_t size, const char *body, size_t len, size_t max)
+{
+    size_t n = len < max ? len : max;
+    if (n >= size)
+        n = size - 1;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = isprint((unsigned char)body[i]) ? body[i] : ' ';
+    dst[n] = '\0';
+}
+
+kc_code kc_status_from_json(int http_status, const json_t *status, kc_err *err)
+{
+    const char *reason = json_string_value(json_object_get(status, "reason"));
+    const char *message = json_string_value(json_object_get(status, "message"));
+    json_t *jcode = json_object_get(status, "code");
+    int st =
+        http_status ? http_status : (json_is_integer(jcode) ? (int)json_integer_value(jcode) : 0);
+    kc_code code = kc_code_from_reason(reason, st);
+    kc_err_clear(err);
+    if (code == KC_OK) {
+        kc_err_clear(err);
+        return KC_OK;
+    }
+    if (!err)
+        return code;
+    json_t *details = json_object_get(status, "details");
+    if (message && message[0]) {
+        kc_err_set(err, code, "%s", message);
+    } else {
+        /* No message: say what we know from details (kind/name and the first cause). */
+        const char *kind = json_string_value(json_object_get(details, "kind"));
+        const char *name = json_string_value(json_object_get(details, "name"));
+        json_t *cause = json_array_get(json_object_get(details, "causes"), 0);
+        const char *cmsg = json_string_value(json_object_get(cause, "message"));
+        const char *cfield = json_string_value(json_object_get(cause, "field"));
+        kc_err_set(err, code, "the server answered HTTP %d (%s)%s%s%s%s%s%s%s", st,
+                   reason && reason[0] ? reason : kc_code_name(code), kind || name ? " for " : "",
+                   kind ? kind : "", kind && name ? " " : "", name ? name : "", cmsg ? ": " : "",
+                   cfield ? cfield : "", cmsg ? (cfield ? " " : "") : "");
+        if (cmsg) {
+            size_t l = strlen(err->msg);
+            snprintf(err->msg + l, sizeof(err->msg) - l, "%s", cmsg);
+        }
+    }
+    err->http_status = st;
+    if (reason && reason[0])
+        snprintf(err->reason, sizeof(err->reason), "%s", reason);
+    json_t *ra = json_object_get(details, "retryAfterSeconds");
+    err->retry_after_s = json_is_integer(ra) ? (int)json_integer_value(ra) : 0;
+    return code;
+}
+
+kc_code kc_status_decode(int http_status, const char *body, size_t len, kc_err *err)
+{
+    kc_err_clear(err);
+    if (http_status >= 200 && http_status < 300) {
+        kc_err_clear(err);
+        return KC_OK;
+    }
+    if (body && len) {
+        json_t *j = json_loadb(body, len, 0, NULL);
+        if (json_is_object(j) && (json_object_get(j, "reason") || json_object_get(j, "message") ||
+                                  json_object_get(j, "code"))) {
+            kc_code code = kc_status_from_json(http_status, j, err);
+            json_decref(j);
+            return code;
+        }
+        json_decref(j);
+    }
+    kc_code code = kc_code_from_http(http_status);
+    if (code == KC_OK)
+        code = KC_EHTTP;
+    if (!body || !len)
+        kc_err_set(err, code, "the server answered HTTP %d with an empty body", http_status);
+    else {
+        char ex[161];
+        excerpt(ex, sizeof(ex), body, len, 160);
+        kc_err_set(err, code, "the server answered HTTP %d with a non-Status body: \"%s\"%s",
+                   http_status, ex, len > 160 ? "..." : "");
+    }
+    if (err) {
+        err->http_status = http_status;
+        err->retry_after_s = 0;
+    }
+    return code;
+}

@@ -1,0 +1,797 @@
+/* Tests for kc_config (kubeconfig and in-cluster loading) and kc_base64. */
+#include <criterion/criterion.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kc_base64.h"
+#include "kc_config.h"
+#include "testutil.h"
+
+#define CA_PEM   "-----BEGIN CERTIFICATE-----\nMIIBcafake\n-----END CERTIFICATE-----\n"
+#define CERT_PEM "-----BEGIN CERTIFICATE-----\nMIIBclientfake\n-----END CERTIFICATE-----\n"
+#define KEY_PEM  "-----BEGIN PRIVATE KEY-----\nMIIBkeyfake\n-----END PRIVATE KEY-----\n"
+
+/* Every test gets a fresh directory; files are written under it by relative name. */
+static char tdir[64];
+
+static void setup(void)
+{
+    snprintf(tdir, sizeof(tdir), "/tmp/kccfg.XXXXXX");
+    cr_assert_not_null(mkdtemp(tdir));
+    unsetenv("KUBECONFIG");
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+static void teardown(void)
+{
+    nftw(tdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+TestSuite(config, .init = setup, .fini = teardown);
+TestSuite(incluster, .init = setup, .fini = teardown);
+TestSuite(config_default, .init = setup, .fini = teardown);
+
+/* Writes content to tdir/rel (creating subdirectories) and returns the path (static storage). */
+static const char *wfile(const char *rel, const char *content)
+{
+    static char paths[8][256];
+    static int next;
+    char *p = paths[next++ % 8];
+    snprintf(p, 256, "%s/%s", tdir, rel);
+    /* mkdir -p of every directory below tdir. */
+    for (char *slash = strchr(p + strlen(tdir) + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+        *slash = '\0';
+        mkdir(p, 0700);
+        *slash = '/';
+    }
+    FILE *f = fopen(p, "w");
+    cr_assert_not_null(f, "cannot write %s", p);
+    fputs(content, f);
+    fclose(f);
+    return p;
+}
+
+static char *b64(const char *s)
+{
+    char *r = kc_base64_encode((const unsigned char *)s, strlen(s));
+    cr_assert_not_null(r);
+    return r;
+}
+
+static kc_config *load_ok(const char *path, const char *context)
+{
+    kc_config *cfg = NULL;
+    kc_err e = {0};
+    kc_err_clear(&e);
+    kc_code rc = kc_config_load_kubeconfig(path, context, &cfg, &e);
+    cr_assert_eq(rc, KC_OK, "load %s: %s", path ? path : "(null)", e.msg);
+    cr_assert_not_null(cfg);
+    return cfg;
+}
+
+/* Loads expecting a KC_ECONFIG and returns the message (static). */
+static const char *load_err(const char *path, const char *context)
+{
+    static kc_err e;
+    kc_config *cfg = (kc_config *)0x1;
+    kc_err_clear(&e);
+    kc_code rc = kc_config_load_kubeconfig(path, context, &cfg, &e);
+    cr_assert_eq(rc, KC_ECONFIG, "expected a config error for %s, got %d (%s)", path, rc, e.msg);
+    cr_assert_eq(e.code, KC_ECONFIG);
+    cr_assert_null(cfg);
+    return e.msg;
+}
+
+/* Formats a message expectation with the test directory substituted for %s. */
+static const char *at(const char *fmt)
+{
+    static char buf[1024];
+    snprintf(buf, sizeof(buf), fmt, tdir, tdir, tdir);
+    return buf;
+}
+
+static const char *basic_kubeconfig(void)
+{
+    static char buf[4096];
+    char *ca = b64(CA_PEM), *cert = b64(CERT_PEM), *key = b64(KEY_PEM);
+    snprintf(buf, sizeof(buf),
+             "apiVersion: v1\n"
+             "kind: Config\n"
+             "current-context: dev\n"
+             "clusters:\n"
+             "- name: c1\n"
+             "  cluster:\n"
+             "    server: https://10.0.0.1:6443/\n"
+             "    certificate-authority-data: %s\n"
+             "    tls-server-name: kubernetes.default\n"
+             "- name: c2\n"
+             "  cluster:\n"
+             "    server: http://localhost:8080\n"
+             "contexts:\n"
+             "- name: dev\n"
+             "  context: {cluster: c1, user: u1, namespace: team-a}\n"
+             "- name: prod\n"
+             "  context: {cluster: c2, user: u2}\n"
+             "- name: anon\n"
+             "  context: {cluster: c2}\n"
+             "users:\n"
+             "- name: u1\n"
+             "  user:\n"
+             "    token: abc.def\n"
+             "- name: u2\n"
+             "  user:\n"
+             "    client-certificate-data: %s\n"
+             "    client-key-data: |\n"
+             "      %s\n",
+             ca, cert, key);
+    free(ca);
+    free(cert);
+    free(key);
+    return buf;
+}
+
+Test(config, current_context_and_fields)
+{
+    const char *path = wfile("config", basic_kubeconfig());
+    kc_config *cfg = load_ok(path, NULL);
+    cr_assert_str_eq(cfg->server, "https://10.0.0.1:6443");
+    cr_assert_eq(cfg->ca_pem_len, strlen(CA_PEM));
+    cr_assert_str_eq(cfg->ca_pem, CA_PEM);
+    cr_assert_str_eq(cfg->tls_server_name, "kubernetes.default");
+    cr_assert_not(cfg->insecure_skip_tls_verify);
+    cr_assert_str_eq(cfg->token, "abc.def");
+    cr_assert_null(cfg->token_file);
+    cr_assert_null(cfg->client_cert_pem);
+    cr_assert_str_eq(cfg->namespace_, "team-a");
+    cr_assert_str_eq(cfg->context, "dev");
+    cr_assert_str_eq(cfg->source, path);
+    kc_config_free(cfg);
+}
+
+Test(config, explicit_context_and_client_cert)
+{
+    const char *path = wfile("config", basic_kubeconfig());
+    kc_config *cfg = load_ok(path, "prod");
+    cr_assert_str_eq(cfg->server, "http://localhost:8080");
+    cr_assert_null(cfg->ca_pem);
+    cr_assert_null(cfg->token);
+    cr_assert_eq(cfg->client_cert_pem_len, strlen(CERT_PEM));
+    cr_assert_str_eq(cfg->client_cert_pem, CERT_PEM);
+    cr_assert_str_eq(cfg->client_key_pem, KEY_PEM);
+    cr_assert_str_eq(cfg->namespace_, "default");
+    cr_assert_str_eq(cfg->context, "prod");
+    kc_config_free(cfg);
+    /* A context without a user authenticates as nobody. */
+    cfg = load_ok(path, "anon");
+    cr_assert_null(cfg->token);
+    cr_assert_null(cfg->client_cert_pem);
+    kc_config_free(cfg);
+}
+
+Test(config, missing_context)
+{
+    const char *path = wfile("config", basic_kubeconfig());
+    cr_assert_str_eq(load_err(path, "staging"), at("kubeconfig %s/config: context \"staging\" not "
+                                                   "found"));
+    path = wfile("nocur", "clusters: []\ncontexts: []\n");
+    cr_assert_str_eq(load_err(path, NULL),
+                     at("kubeconfig %s/nocur: no context given and current-context is not set"));
+    path = wfile("empty", "");
+    cr_assert_str_eq(load_err(path, NULL),
+                     at("kubeconfig %s/empty: no context given and current-context is not set"));
+    path = wfile("emptycur", "current-context: \"\"\n");
+    cr_assert(strstr(load_err(path, NULL), "current-context is not set"));
+}
+
+Test(config, missing_cluster_or_user)
+{
+    const char *path = wfile("config", "current-context: dev\n"
+                                       "contexts:\n"
+                                       "- name: dev\n"
+                                       "  context: {cluster: c1, user: u}\n"
+                                       "- name: nocluster\n"
+                                       "  context: {user: u}\n"
+                                       "- name: nouser\n"
+                                       "  context: {cluster: c2, user: ghost}\n"
+                                       "clusters:\n"
+                                       "- name: c2\n"
+                                       "  cluster: {server: 'https://h'}\n");
+    cr_assert_str_eq(load_err(path, NULL),
+                     at("kubeconfig %s/config: context \"dev\": cluster \"c1\" not found"));
+    cr_assert_str_eq(load_err(path, "nocluster"),
+                     at("kubeconfig %s/config: context \"nocluster\": no cluster set"));
+    cr_assert_str_eq(load_err(path, "nouser"),
+                     at("kubeconfig %s/config: context \"nouser\": user \"ghost\" not found"));
+}
+
+Test(config, bad_base64)
+{
+    const char *path = wfile("config", "current-context: dev\n"
+                                       "contexts: [{name: dev, context: {cluster: c, user: u}}]\n"
+                                       "clusters: [{name: c, cluster: {server: 'https://h'}}]\n"
+                                       "users:\n"
+                                       "- name: u\n"
+                                       "  user:\n"
+                                       "    client-certificate-data: QUJD\n"
+                                       "    client-key-data: 'QU*D'\n");
+    cr_assert_str_eq(load_err(path, NULL),
+                     at("kubeconfig %s/config: context \"dev\": user \"u\": client-key-data: "
+                        "invalid base64: '*' at position 3 is not in the base64 alphabet"));
+    path = wfile("config2", "current-context: dev\n"
+                            "contexts: [{name: dev, context: {cluster: c}}]\n"
+                            "clusters: [{name: c, cluster: {server: 'https://h', "
+                            "certificate-authority-data: QUJ}}]\n");
+    cr_assert_str_eq(
+        load_err(path, NULL),
+        at("kubeconfig %s/config2: context \"dev\": cluster \"c\": "
+           "certificate-authority-data: invalid base64: 3 characters is not a multiple "
+           "of 4 (missing '=' padding or truncated)"));
+}
+
+Test(config, relative_and_absolute_paths)
+{
+    wfile("sub/certs/ca.crt", CA_PEM);
+    wfile("sub/certs/client.crt", CERT_PEM);
+    const char *key = wfile("key.pem", KEY_PEM);
+    char text[2048];
+    snprintf(text, sizeof(text),
+             "current-context: dev\n"
+             "contexts: [{name: dev, context: {cluster: c, user: u}}]\n"
+             "clusters: [{name: c, cluster: {server: 'https://h:1', certificate-authority: "
+             "certs/ca.crt}}]\n"
+             "users: [{name: u, user: {client-certificate: ./certs/client.crt, client-key: %s}}]\n",
+             key);
+    const char *path = wfile("sub/config", text);
+    kc_config *cfg = load_ok(path, NULL);
+    cr_assert_str_eq(cfg->ca_pem, CA_PEM);
+    cr_assert_eq(cfg->ca_pem_len, strlen(CA_PEM));
+    cr_assert_str_eq(cfg->client_cert_pem, CERT_PEM);
+    cr_assert_str_eq(cfg->client_key_pem, KEY_PEM);
+    kc_config_free(cfg);
+
+    /* A relative kubeconfig path: references resolve against its directory, not the cwd. */
+    char *cwd = getcwd(NULL, 0);
+    cr_assert_eq(chdir(tdir), 0);
+    cfg = load_ok("sub/config", NULL);
+    cr_assert_str_eq(cfg->ca_pem, CA_PEM);
+    kc_config_free(cfg);
+    cr_assert_eq(chdir(cwd), 0);
+    free(cwd);
+}
+
+Test(config, missing_referenced_file_names_field_and_file)
+{
+    const char *path = wfile("config", "current-context: dev\n"
+                                       "contexts: [{name: dev, context: {cluster: c, user: u}}]\n"
+                                       "clusters: [{name: c, cluster: {server: 'https://h', "
+                                       "certificate-authority: nope/ca.crt}}]\n");
+    cr_assert_str_eq(load_err(path, NULL),
+                     at("kubeconfig %s/config: context \"dev\": cluster \"c\": "
+                        "certificate-authority: cannot read %s/nope/ca.crt: No such file or "
+                        "directory"));
+    path = wfile("config2", "current-context: dev\n"
+                            "contexts: [{name: dev, context: {cluster: c, user: u}}]\n"
+                            "clusters: [{name: c, cluster: {server: 'https://h'}}]\n"
+                            "users: [{name: u, user: {client-certificate: c.crt, client-key: "
+                            "/}}]\n");
+    wfile("c.crt", CERT_PEM);
+    cr_assert_str_eq(load_err(path, NULL),
+                     at("kubeconfig %s/config2: context \"dev\": user \"u\": client-key: cannot "
+                        "read /: is a directory"));
+}
+
+Test(config, token_file)
+{
+    wfile("tok/token", "  s3cret\n");
+    const char *path = wfile("config", "current-context: dev\n"
+                                       "contexts: [{name: dev, context: {cluster: c, user: u}}]\n"
+                                       "clusters: [{name: c, cluster: {server: 'https://h'}}]\n"
+                                       "users: [{name: u, user: {tokenFile: tok/token}}]\n");
+    kc_config *cfg = load_ok(path, NULL);
+    cr_assert_null(cfg->token);
+    char want[256];
+    snprintf(want, sizeof(want), "%s/tok/token", tdir);
+    cr_assert_str_eq(cfg->token_file, want);
+    kc_config_free(cfg);
+
+    wfile("tok/token", " \n");
+    cr_assert_str_eq(load_err(path, NULL),
+                     at("kubeconfig %s/config: context \"dev\": user \"u\": tokenFile: "
+                        "%s/tok/token is empty"));
+    unlink(want);
+    cr_assert_str_eq(load_err(path, NULL),
+                     at("kubeconfig %s/config: context \"dev\": user \"u\": tokenFile: cannot read "
+                        "%s/tok/token: No such file or directory"));
+
+    /* A static token wins over tokenFile (which then need not exist), as in client-go. */
+    path = wfile("config2", "current-context: dev\n"
+                            "contexts: [{name: dev, context: {cluster: c, user: u}}]\n"
+                            "clusters: [{name: c, cluster: {server: 'https://h'}}]\n"
+                            "users: [{name: u, user: {token: t, tokenFile: missing}}]\n");
+    cfg = load_ok(path, NULL);
+    cr_assert_str_eq(cfg->token, "t");
+    cr_assert_null(cfg->token_file);
+    kc_config_free(cfg);
+
+    /* An unquoted all-digit token is a YAML number, not a string. */
+    path = wfile("config3", "current-context: dev\n"
+                            "contexts: [{name: dev, context: {cluster: c, user: u}}]\n"
+                            "clusters: [{name: c, cluster: {server: 'https://h'}}]\n"
+                            "users: [{name: u, user: {token: 12345}}]\n");
+    cr_assert_str_eq(load_err(path, NULL), at("kubeconfig %s/config3: context \"dev\": user \"u\": "
+                                              "token: expected a string, got a number"));
+}
+
+Test(config, insecure_flag)
+{
+    const char *path = wfile("config", "current-context: dev\n"
+                                       "contexts: [{name: dev, context: {cluster: c}}]\n"
+                                       "clusters: [{name: c, cluster: {server: 'https://h', "
+                                       "insecure-skip-tls-verify: true}}]\n");
+    kc_config *cfg = load_ok(path, NULL);
+    cr_assert(cfg->insecure_skip_tls_verify);
+    cr_assert_null(cfg->ca_pem);
+    kc_config_free(cfg);
+    path = wfile("config2", "current-context: dev\n"
+                            "contexts: [{name: dev, context: {cluster: c}}]\n"
+                            "clusters: [{name: c, cluster: {server: 'https://h', "
+                            "insecure-skip-tls-verify: 'true'}}]\n");
+    cr_assert_str_eq(load_err(path, NULL),
+                     at("kubeconfig %s/config2: context \"dev\": cluster \"c\": "
+                        "insecure-skip-tls-verify: expected true or false, got a string"));
+    path = wfile("config3", "current-context: dev\n"
+                            "contexts: [{name: dev, context: {cluster: c}}]\n"
+                            "clusters: [{name: c, cluster: {server: 'https://h', "
+                            "insecure-skip-tls-verify: yes, certificate-authority-data: QUJD}}]\n");
+    cr_assert_str_eq(
+        load_err(path, NULL),
+        at("kubeconfig %s/config3: context \"dev\": cluster \"c\": "
+           "insecure-skip-tls-verify cannot be combined with a certificate-authority"));
+}
+
+Test(config, server_validation)
+{
+    static const struct {
+        const char *server, *want;
+    } cases[] = {
+        {"h:6443", "is not an http(s) URL"},
+        {"ftp://h", "the scheme must be https or http"},
+        {"https://h/?x=1", "must not contain a query"},
+        {"https://h/#f", "must not contain a fragment"},
+        {"https://u:p@h/", "must not contain credentials"},
+        {"https://h w", "is not an http(s) URL"},
+    };
+    char text[512];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(text, sizeof(text),
+                 "current-context: dev\n"
+                 "contexts: [{name: dev, context: {cluster: c}}]\n"
+                 "clusters: [{name: c, cluster: {server: '%s'}}]\n",
+                 cases[i].server);
+        const char *msg = load_err(wfile("config", text), NULL);
+        cr_assert(strstr(msg, cases[i].want), "%s: %s", cases[i].server, msg);
+        cr_assert(strstr(msg, "context \"dev\": cluster \"c\": server \""), "%s", msg);
+    }
+    const char *path = wfile("config", "current-context: dev\n"
+                                       "contexts: [{name: dev, context: {cluster: c}}]\n"
+                                       "clusters: [{name: c, cluster: {}}]\n");
+    cr_assert_str_eq(load_err(path, NULL),
+                     at("kubeconfig %s/config: context \"dev\": cluster \"c\": no server set"));
+    path = wfile("config",
+                 "current-context: dev\n"
+                 "contexts: [{name: dev, context: {cluster: c}}]\n"
+                 "clusters: [{name: c, cluster: {server: 'HTTPS://[::1]:6443/k8s/c1//'}}]\n");
+    kc_config *cfg = load_ok(path, NULL);
+    cr_assert_str_eq(cfg->server, "HTTPS://[::1]:6443/k8s/c1");
+    kc_config_free(cfg);
+}
+
+Test(config, unsupported_auth_names_the_user)
+{
+    static const struct {
+        const char *user, *want;
+    } cases[] = {
+        {"{exec: {command: aws}}", "exec credential plugins are not supported"},
+        {"{auth-provider: {name: gcp}}", "auth-provider plugins are not supported"},
+        {"{username: a, password: b}", "basic authentication (username/password) is not supported"},
+        {"{as: admin}", "impersonation (as) is not supported"},
+    };
+    char text[512];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(text, sizeof(text),
+                 "current-context: dev\n"
+                 "contexts: [{name: dev, context: {cluster: c, user: eks}}]\n"
+                 "clusters: [{name: c, cluster: {server: 'https://h'}}]\n"
+                 "users: [{name: eks, user: %s}]\n",
+                 cases[i].user);
+        const char *msg = load_err(wfile("config", text), NULL);
+        char want[512];
+        snprintf(want, sizeof(want),
+                 "kubeconfig %s/config: context \"dev\": user \"eks\": %s (use token, tokenFile or "
+                 "client-certificate/client-key)",
+                 tdir, cases[i].want);
+        cr_assert_str_eq(msg, want);
+    }
+}
+
+Test(config, client_cert_pairs)
+{
+    const char *path =
+        wfile("config", "current-context: dev\n"
+                        "contexts: [{name: dev, context: {cluster: c, user: u}}]\n"
+                        "clusters: [{name: c, cluster: {server: 'https://h'}}]\n"
+                        "users: [{name: u, user: {client-certificate-data: QUJD}}]\n");
+    cr_assert_str_eq(load_err(path, NULL),
+                     at("kubeconfig %s/config: context \"dev\": user \"u\": client-certificate is "
+                        "set but client-key is not"));
+    path = wfile("config", "current-context: dev\n"
+                           "contexts: [{name: dev, context: {cluster: c, user: u}}]\n"
+                           "clusters: [{name: c, cluster: {server: 'https://h'}}]\n"
+                           "users: [{name: u, user: {client-key-data: QUJD}}]\n");
+    cr_assert(strstr(load_err(path, NULL), "client-key is set but client-certificate is not"));
+    path = wfile("config", "current-context: dev\n"
+                           "contexts: [{name: dev, context: {cluster: c}}]\n"
+                           "clusters: [{name: c, cluster: {server: 'https://h', "
+                           "certificate-authority: ca, certificate-authority-data: QUJD}}]\n");
+    cr_assert(strstr(load_err(path, NULL), "cluster \"c\": certificate-authority and "
+                                           "certificate-authority-data are both set; use one"));
+}
+
+Test(config, malformed_documents)
+{
+    const char *msg = load_err(wfile("config", "clusters: [\n"), NULL);
+    cr_assert(strstr(msg, at("kubeconfig %s/config: line ")), "%s", msg);
+    msg = load_err(wfile("config", "- a\n- b\n"), NULL);
+    cr_assert_str_eq(msg, at("kubeconfig %s/config: expected a mapping at the top level, got a "
+                             "list"));
+    msg = load_err(wfile("config", "just text\n"), NULL);
+    cr_assert_str_eq(msg, at("kubeconfig %s/config: expected a mapping at the top level, got a "
+                             "string"));
+    msg = load_err(wfile("config", "a: 1\n---\nb: 2\n"), NULL);
+    cr_assert(strstr(msg, "expected one YAML document, found 2"), "%s", msg);
+    msg = load_err(wfile("config", "clusters: {c: 1}\n"), NULL);
+    cr_assert_str_eq(msg, at("kubeconfig %s/config: clusters: expected a list, got a mapping"));
+    msg = load_err(wfile("config", "users: [1]\n"), NULL);
+    cr_assert_str_eq(msg, at("kubeconfig %s/config: users[0]: expected a mapping, got a number"));
+    msg = load_err(wfile("config", "contexts: [{context: {}}]\n"), NULL);
+    cr_assert_str_eq(msg,
+                     at("kubeconfig %s/config: contexts[0]: name: expected a non-empty string, "
+                        "got none"));
+    msg = load_err(wfile("config", "clusters: [{name: a}, {name: b}, {name: a}]\n"), NULL);
+    cr_assert_str_eq(msg, at("kubeconfig %s/config: clusters: duplicate name \"a\""));
+    msg = load_err(wfile("config", "current-context: [x]\n"), NULL);
+    cr_assert_str_eq(msg, at("kubeconfig %s/config: current-context: expected a string, got a "
+                             "list"));
+    msg = load_err(
+        wfile("config", "current-context: d\ncontexts: [{name: d, context: {cluster: 7}}]\n"),
+        NULL);
+    cr_assert_str_eq(msg, at("kubeconfig %s/config: context \"d\": cluster: expected a string, got "
+                             "a number"));
+    msg = load_err(at("%s/does-not-exist"), NULL);
+    cr_assert_str_eq(msg,
+                     at("kubeconfig %s/does-not-exist: cannot read: No such file or directory"));
+    msg = load_err(tdir, NULL);
+    cr_assert(strstr(msg, "cannot read: is a directory"), "%s", msg);
+}
+
+Test(config, kubeconfig_merge)
+{
+    wfile("b/ca.crt", CA_PEM);
+    const char *a =
+        wfile("a/config", "current-context: dev\n"
+                          "contexts: [{name: dev, context: {cluster: shared, user: u}}]\n"
+                          "clusters: [{name: shared, cluster: {server: 'https://a'}}]\n");
+    const char *b =
+        wfile("b/config", "current-context: other\n"
+                          "contexts: [{name: dev, context: {cluster: ignored}},\n"
+                          "           {name: other, context: {cluster: onlyb, namespace: nb}}]\n"
+                          "clusters: [{name: shared, cluster: {server: 'https://b'}},\n"
+                          "           {name: onlyb, cluster: {server: 'https://onlyb', "
+                          "certificate-authority: ca.crt}}]\n"
+                          "users: [{name: u, user: {token: from-b}}]\n");
+    char list[1024];
+    snprintf(list, sizeof(list), "%s/missing::%s:%s:%s", tdir, a, b, a);
+    setenv("KUBECONFIG", list, 1);
+    kc_config *cfg = load_ok(NULL, NULL);
+    /* current-context and the context from a, the cluster of the same name from a, the user only
+     * defined in b. */
+    cr_assert_str_eq(cfg->context, "dev");
+    cr_assert_str_eq(cfg->server, "https://a");
+    cr_assert_str_eq(cfg->token, "from-b");
+    cr_assert_str_eq(cfg->source, a);
+    kc_config_free(cfg);
+    /* A context only b defines; its relative CA path resolves against b's directory. */
+    cfg = load_ok(NULL, "other");
+    cr_assert_str_eq(cfg->server, "https://onlyb");
+    cr_assert_str_eq(cfg->namespace_, "nb");
+    cr_assert_str_eq(cfg->ca_pem, CA_PEM);
+    cr_assert_str_eq(cfg->source, b);
+    kc_config_free(cfg);
+    /* The context "dev" from a refers to user u which only b defines; messages name the file of
+     * each part. */
+    snprintf(list, sizeof(list), "%s:%s", b, a);
+    setenv("KUBECONFIG", list, 1);
+    cr_assert_str_eq(load_err(NULL, "dev"),
+                     at("kubeconfig %s/b/config: context \"dev\": cluster \"ignored\" not found"));
+    cr_assert_str_eq(load_err(NULL, "nope"),
+                     at("kubeconfig %s/b/config:%s/a/config: context \"nope\" not found"));
+    /* An explicit path ignores KUBECONFIG: alone, a lacks the user b defines. */
+    cr_assert_str_eq(load_err(a, NULL),
+                     at("kubeconfig %s/a/config: context \"dev\": user \"u\" not found"));
+    /* No file of the list exists. */
+    snprintf(list, sizeof(list), "%s/x:%s/y", tdir, tdir);
+    setenv("KUBECONFIG", list, 1);
+    cr_assert_str_eq(load_err(NULL, NULL),
+                     at("KUBECONFIG=\"%s/x:%s/y\": none of the listed files exists"));
+    /* A broken file in the list is an error, not skipped. */
+    snprintf(list, sizeof(list), "%s:%s", a, wfile("bad", "[1"));
+    setenv("KUBECONFIG", list, 1);
+    cr_assert(strstr(load_err(NULL, NULL), at("kubeconfig %s/bad: ")));
+}
+
+Test(config, home_kube_config)
+{
+    wfile(".kube/config", "current-context: h\n"
+                          "contexts: [{name: h, context: {cluster: c}}]\n"
+                          "clusters: [{name: c, cluster: {server: 'https://home'}}]\n");
+    setenv("HOME", tdir, 1);
+    kc_config *cfg = load_ok(NULL, NULL);
+    cr_assert_str_eq(cfg->server, "https://home");
+    kc_config_free(cfg);
+    setenv("KUBECONFIG", "", 1);
+    cfg = load_ok(NULL, NULL);
+    cr_assert_str_eq(cfg->server, "https://home");
+    kc_config_free(cfg);
+    unsetenv("HOME");
+    cr_assert(strstr(load_err(NULL, NULL), "HOME is not set"));
+}
+
+Test(config, parse_from_memory)
+{
+    const char *text = "current-context: m\n"
+                       "contexts: [{name: m, context: {cluster: c, user: u}}]\n"
+                       "clusters: [{name: c, cluster: {server: 'https://mem'}}]\n"
+                       "users: [{name: u, user: {tokenFile: t}}]\n";
+    kc_config *cfg = NULL;
+    kc_err e = {0};
+    char name[256];
+    snprintf(name, sizeof(name), "%s/virtual", tdir);
+    wfile("t", "tok");
+    cr_assert_eq(kc_config_parse_kubeconfig(text, strlen(text), name, NULL, &cfg, &e), KC_OK, "%s",
+                 e.msg);
+    cr_assert_str_eq(cfg->source, name);
+    kc_config_free(cfg);
+    cfg = (kc_config *)0x1;
+    cr_assert_eq(kc_config_parse_kubeconfig(text, strlen(text), NULL, "zz", &cfg, &e), KC_ECONFIG);
+    cr_assert_null(cfg);
+    cr_assert_str_eq(e.msg, "kubeconfig <memory>: context \"zz\" not found");
+    cr_assert_eq(kc_config_parse_kubeconfig(NULL, 0, NULL, NULL, &cfg, &e), KC_ECONFIG);
+    cr_assert_eq(kc_config_parse_kubeconfig(NULL, 3, NULL, NULL, &cfg, &e), KC_EARG);
+    cr_assert_eq(kc_config_parse_kubeconfig("x", 1, NULL, NULL, NULL, NULL), KC_EARG);
+    /* Errors without an error record still return the code. */
+    cr_assert_eq(kc_config_parse_kubeconfig("- 1", 3, NULL, NULL, &cfg, NULL), KC_ECONFIG);
+    const char *bad = "current-context: m\n"
+                      "contexts: [{name: m, context: {cluster: c}}]\n"
+                      "clusters: [{name: c, cluster: {server: 'https://mem', "
+                      "certificate-authority-data: '!!!!'}}]\n";
+    cr_assert_eq(kc_config_parse_kubeconfig(bad, strlen(bad), NULL, NULL, &cfg, NULL), KC_ECONFIG);
+}
+
+Test(config, dup_is_deep)
+{
+    const char *path = wfile("config", basic_kubeconfig());
+    kc_config *cfg = load_ok(path, "prod");
+    kc_config *d = kc_config_dup(cfg);
+    cr_assert_not_null(d);
+    cr_assert_neq(d->client_key_pem, cfg->client_key_pem);
+    cr_assert_str_eq(d->client_key_pem, KEY_PEM);
+    cr_assert_eq(d->client_key_pem_len, cfg->client_key_pem_len);
+    cr_assert_str_eq(d->server, cfg->server);
+    cr_assert_str_eq(d->context, "prod");
+    cr_assert_null(d->ca_pem);
+    kc_config_free(cfg);
+    cr_assert_str_eq(d->client_cert_pem, CERT_PEM);
+    kc_config_free(d);
+    cr_assert_null(kc_config_dup(NULL));
+    kc_config_free(NULL);
+}
+
+/* ---- in-cluster --------------------------------------------------------------------------- */
+
+static void sa_files(const char *token, const char *ns)
+{
+    wfile("sa/token", token);
+    wfile("sa/ca.crt", CA_PEM);
+    if (ns)
+        wfile("sa/namespace", ns);
+}
+
+static const char *sa_root(void)
+{
+    static char r[128];
+    snprintf(r, sizeof(r), "%s/sa", tdir);
+    return r;
+}
+
+static const char *incluster_err(void)
+{
+    static kc_err e;
+    kc_config *cfg = (kc_config *)0x1;
+    kc_err_clear(&e);
+    cr_assert_eq(kc_config_load_incluster(sa_root(), &cfg, &e), KC_ECONFIG, "%s", e.msg);
+    cr_assert_null(cfg);
+    return e.msg;
+}
+
+Test(incluster, loads_service_account)
+{
+    sa_files("eyJtoken\n", "gpu-operator\n");
+    setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+    kc_config *cfg = NULL;
+    kc_err e = {0};
+    cr_assert_eq(kc_config_load_incluster(sa_root(), &cfg, &e), KC_OK, "%s", e.msg);
+    cr_assert_str_eq(cfg->server, "https://10.96.0.1:443");
+    cr_assert_null(cfg->token);
+    char want[256];
+    snprintf(want, sizeof(want), "%s/sa/token", tdir);
+    cr_assert_str_eq(cfg->token_file, want);
+    cr_assert_str_eq(cfg->ca_pem, CA_PEM);
+    cr_assert_eq(cfg->ca_pem_len, strlen(CA_PEM));
+    cr_assert_str_eq(cfg->namespace_, "gpu-operator");
+    cr_assert_null(cfg->context);
+    cr_assert_str_eq(cfg->source, "in-cluster");
+    kc_config_free(cfg);
+}
+
+Test(incluster, ipv6_and_default_namespace)
+{
+    sa_files("t", NULL);
+    setenv("KUBERNETES_SERVICE_HOST", "fd00::1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", "6443", 1);
+    kc_config *cfg = NULL;
+    kc_err e = {0};
+    cr_assert_eq(kc_config_load_incluster(sa_root(), &cfg, &e), KC_OK, "%s", e.msg);
+    cr_assert_str_eq(cfg->server, "https://[fd00::1]:6443");
+    cr_assert_str_eq(cfg->namespace_, "default");
+    kc_config_free(cfg);
+    /* A blank namespace file also means "default". */
+    wfile("sa/namespace", "\n");
+    cr_assert_eq(kc_config_load_incluster(sa_root(), &cfg, &e), KC_OK, "%s", e.msg);
+    cr_assert_str_eq(cfg->namespace_, "default");
+    kc_config_free(cfg);
+}
+
+Test(incluster, errors_name_env_and_files)
+{
+    cr_assert_str_eq(incluster_err(), "in-cluster config: KUBERNETES_SERVICE_HOST is not set (not "
+                                      "running in a pod?)");
+    setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1", 1);
+    cr_assert_str_eq(incluster_err(), "in-cluster config: KUBERNETES_SERVICE_PORT is not set");
+    setenv("KUBERNETES_SERVICE_PORT", "https", 1);
+    cr_assert_str_eq(incluster_err(),
+                     "in-cluster config: KUBERNETES_SERVICE_PORT=\"https\" is not a port number");
+    setenv("KUBERNETES_SERVICE_PORT", "70000", 1);
+    cr_assert(strstr(incluster_err(), "is not a port number"));
+    setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+    setenv("KUBERNETES_SERVICE_HOST", "a/b", 1);
+    cr_assert(strstr(incluster_err(), "KUBERNETES_SERVICE_HOST=\"a/b\" is not a host name"));
+    setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1", 1);
+    cr_assert_str_eq(incluster_err(), at("in-cluster config: %s/sa/token: cannot read: No such "
+                                         "file or directory"));
+    wfile("sa/token", " \n");
+    cr_assert_str_eq(incluster_err(),
+                     at("in-cluster config: %s/sa/token: the token file is empty"));
+    wfile("sa/token", "tok");
+    cr_assert_str_eq(incluster_err(), at("in-cluster config: %s/sa/ca.crt: cannot read: No such "
+                                         "file or directory"));
+    wfile("sa/ca.crt", CA_PEM);
+    char nsdir[256];
+    snprintf(nsdir, sizeof(nsdir), "%s/sa/namespace", tdir);
+    cr_assert_eq(mkdir(nsdir, 0700), 0);
+    cr_assert_str_eq(incluster_err(), at("in-cluster config: %s/sa/namespace: cannot read: is a "
+                                         "directory"));
+    rmdir(nsdir);
+    kc_config *cfg = NULL;
+    cr_assert_eq(kc_config_load_incluster(sa_root(), &cfg, NULL), KC_OK);
+    kc_config_free(cfg);
+    cr_assert_eq(kc_config_load_incluster(sa_root(), NULL, NULL), KC_EARG);
+}
+
+/* ---- load_default order ------------------------------------------------------------------- */
+
+static const char *cfg_with_server(const char *rel, const char *server)
+{
+    char text[512];
+    snprintf(text, sizeof(text),
+             "current-context: x\n"
+             "contexts: [{name: x, context: {cluster: c}}]\n"
+             "clusters: [{name: c, cluster: {server: '%s'}}]\n",
+             server);
+    return wfile(rel, text);
+}
+
+static char *default_server(const char *flag)
+{
+    kc_config *cfg = NULL;
+    kc_err e = {0};
+    kc_err_clear(&e);
+    cr_assert_eq(kc_config_load_default(flag, NULL, &cfg, &e), KC_OK, "%s", e.msg);
+    char *s = strdup(cfg->server);
+    kc_config_free(cfg);
+    return s;
+}
+
+Test(config_default, order)
+{
+    const char *flag = cfg_with_server("flag", "https://flag");
+    const char *env = cfg_with_server("env", "https://env");
+    cfg_with_server(".kube/config", "https://home");
+    setenv("HOME", tdir, 1);
+    setenv("KUBECONFIG", env, 1);
+    setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+    char *s = default_server(flag);
+    cr_assert_str_eq(s, "https://flag");
+    free(s);
+    s = default_server("");
+    cr_assert_str_eq(s, "https://env");
+    free(s);
+    /* With KUBECONFIG unset, in-cluster comes before ~/.kube/config; the default service-account
+     * directory does not exist here, so the error says so. */
+    unsetenv("KUBECONFIG");
+    kc_config *cfg = (kc_config *)0x1;
+    kc_err e = {0};
+    cr_assert_eq(kc_config_load_default(NULL, NULL, &cfg, &e), KC_ECONFIG);
+    cr_assert_null(cfg);
+    cr_assert(strstr(e.msg, "in-cluster config: /var/run/secrets/kubernetes.io/serviceaccount/"),
+              "%s", e.msg);
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    s = default_server(NULL);
+    cr_assert_str_eq(s, "https://home");
+    free(s);
+}
+
+Test(config_default, nothing_found)
+{
+    setenv("HOME", tdir, 1);
+    kc_config *cfg = NULL;
+    kc_err e = {0};
+    cr_assert_eq(kc_config_load_default(NULL, NULL, &cfg, &e), KC_ECONFIG);
+    cr_assert_str_eq(e.msg,
+                     at("no configuration found (pass --kubeconfig, set KUBECONFIG, run in a "
+                        "cluster or create ~/.kube/config): kubeconfig %s/.kube/config: "
+                        "cannot read: No such file or directory"));
+    cr_assert_eq(kc_config_load_default(NULL, NULL, NULL, &e), KC_EARG);
+    cr_assert_eq(kc_config_load_kubeconfig(NULL, NULL, NULL, &e), KC_EARG);
+}
+
+Test(config, tu_write_tmp_kubeconfig)
+{
+    /* A kubeconfig next to its CA in /tmp, named by the bare file name. */
+    char *ca = tu_write_tmp(CA_PEM);
+    cr_assert_not_null(ca);
+    char text[512];
+    snprintf(text, sizeof(text),
+             "current-context: t\n"
+             "contexts: [{name: t, context: {cluster: c}}]\n"
+             "clusters: [{name: c, cluster: {server: 'https://t', certificate-authority: %s}}]\n",
+             strrchr(ca, '/') + 1);
+    char *path = tu_write_tmp(text);
+    cr_assert_not_null(path);
+    kc_config *cfg = load_ok(path, NULL);
+    cr_assert_str_eq(cfg->ca_pem, CA_PEM);
+    kc_config_free(cfg);
+    tu_remove_tmp(path);
+    tu_remove_tmp(ca);
+}
