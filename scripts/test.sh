@@ -1,33 +1,65 @@
 #!/usr/bin/env bash
-# The whole test suite: installs dependencies, then builds and runs the plain build's unit tests,
-# the ASan+UBSan build's tests, every test under valgrind, and a short smoke of each fuzzer.
+# The whole test suite: installs dependencies, then builds and runs the plain build's unit tests
+# and end-to-end scenarios, every unit test under valgrind, the ASan+UBSan build's tests, and a
+# short smoke of each fuzzer. Ends with one "N passed, N failed" line over every stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 jobs=$(nproc)
+total_pass=0
+total_fail=0
 step() { printf '\n=== %s ===\n' "$*"; }
 
-step "plain build (-Wall -Wextra -Werror) + unit tests + valgrind"
+# run_ctest DIR LABEL [env...]: runs one label's tests, adds to the totals, fails on any failure.
+run_ctest() {
+    local dir=$1 label=$2
+    shift 2
+    local log
+    log=$(mktemp)
+    set +e
+    (cd "$dir" && env "$@" ctest --output-on-failure --no-tests=ignore -j "$jobs" -L "$label") 2>&1 | tee "$log"
+    local rc=${PIPESTATUS[0]}
+    set -e
+    local line n f
+    line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1 || true)
+    rm -f "$log"
+    if [ -n "$line" ]; then
+        n=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
+        f=$(sed -E 's/.*passed, ([0-9]+) tests? failed.*/\1/' <<<"$line")
+        total_pass=$((total_pass + n - f))
+        total_fail=$((total_fail + f))
+    fi
+    if [ "$rc" -ne 0 ]; then
+        echo "stage $label in $dir failed"
+        echo "suite: $total_pass passed, $((total_fail > 0 ? total_fail : 1)) failed"
+        exit 1
+    fi
+}
+
+step "plain build (-Wall -Wextra -Werror)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKC_VALGRIND=ON >/dev/null
 cmake --build build -j "$jobs"
-(cd build && ctest --output-on-failure -j "$jobs" -L unit)
-(cd build && ctest --output-on-failure -j "$jobs" -L valgrind)
+step "unit tests"
+run_ctest build unit
+step "end-to-end scenarios (kubesim, real kubectl and helm)"
+run_ctest build e2e
+step "unit tests under valgrind"
+run_ctest build valgrind
 
 step "ASan + UBSan build + unit tests"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKC_SANITIZE=ON >/dev/null
 cmake --build build-asan -j "$jobs"
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --output-on-failure -j "$jobs" -L unit)
+run_ctest build-asan unit ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 
 step "fuzz smoke (libFuzzer, ${KC_FUZZ_SECONDS:-10}s each)"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DKC_FUZZ=ON >/dev/null
 cmake --build build-fuzz -j "$jobs"
-(cd build-fuzz && ctest --output-on-failure -j "$jobs" -L fuzz)
+run_ctest build-fuzz fuzz
 
-step "format check"
-bad=$(git ls-files '*.c' '*.h' | xargs -r clang-format --dry-run -Werror 2>&1 | grep -c 'error:' || true)
-if [ "$bad" != "0" ]; then
-  git ls-files '*.c' '*.h' | xargs -r clang-format --dry-run -Werror
-  exit 1
+step "format check (.clang-format)"
+if ! git ls-files '*.c' '*.h' | xargs -r clang-format --dry-run -Werror; then
+    echo "suite: $total_pass passed, 1 failed"
+    exit 1
 fi
 echo "all test stages passed"
+echo "suite: $total_pass passed, $total_fail failed"

@@ -1,0 +1,366 @@
+/* ks_auth: bearer-token authentication (the admin token, one token per ServiceAccount) and the
+ * authorization entry point that applies RBAC to non-admin users and records every decision. */
+#include "ks_auth.h"
+#include "ks_pki.h"
+
+#include "kc_log.h"
+#include "kc_map.h"
+
+#include <openssl/crypto.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct sa_tok {
+    char *ns;
+    char *name;
+    char *token;
+} sa_tok;
+
+struct ks_auth {
+    char admin_token[33];
+    pthread_mutex_t mu;
+    kc_map *sa_by_key;   /* "ns/name" → sa_tok (owned) */
+    kc_map *sa_by_token; /* token → the same sa_tok (borrowed) */
+    ks_rbac *rbac;
+    pthread_mutex_t dec_mu;
+    json_t *decisions; /* array, see ks_auth_decisions */
+    kc_map *dec_index; /* decision key → (void *)(index + 1) into decisions */
+    FILE *dec_file;    /* <dir>/auth-decisions.jsonl or NULL */
+};
+
+static void sa_tok_free(void *p)
+{
+    sa_tok *t = p;
+    if (!t)
+        return;
+    free(t->ns);
+    free(t->name);
+    free(t->token);
+    free(t);
+}
+
+void ks_auth_free(ks_sim *sim)
+{
+    struct ks_auth *a = sim ? sim->auth : NULL;
+    if (!a)
+        return;
+    kc_map_free(a->sa_by_token, NULL);
+    kc_map_free(a->sa_by_key, sa_tok_free);
+    ks_rbac_free(a->rbac);
+    json_decref(a->decisions);
+    kc_map_free(a->dec_index, NULL);
+    if (a->dec_file)
+        fclose(a->dec_file);
+    pthread_mutex_destroy(&a->mu);
+    pthread_mutex_destroy(&a->dec_mu);
+    free(a);
+    sim->auth = NULL;
+}
+
+kc_code ks_auth_new(ks_sim *sim, kc_err *err)
+{
+    kc_code rc;
+    if (!sim || !sim->store)
+        return kc_err_set(err, KC_EARG, "ks_auth_new: the simulator has no store yet");
+    struct ks_auth *a = calloc(1, sizeof(*a));
+    if (!a)
+        return kc_err_set(err, KC_ENOMEM, "out of memory creating the authenticator");
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_mutex_init(&a->dec_mu, NULL);
+    sim->auth = a;
+    a->sa_by_key = kc_map_new();
+    a->sa_by_token = kc_map_new();
+    a->dec_index = kc_map_new();
+    a->decisions = json_array();
+    a->rbac = ks_rbac_new(sim->store);
+    if (!a->sa_by_key || !a->sa_by_token || !a->dec_index || !a->decisions || !a->rbac) {
+        rc = kc_err_set(err, KC_ENOMEM, "out of memory creating the authenticator");
+        goto fail;
+    }
+    rc = ks_pki_random_hex(a->admin_token, sizeof(a->admin_token), 16, err);
+    if (rc != KC_OK)
+        goto fail;
+    const char *dir = sim->opts.dir;
+    if (dir && *dir) {
+        rc = ks_pki_mkdirs(dir, err);
+        if (rc != KC_OK)
+            goto fail;
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/admin.token", dir);
+        rc = ks_pki_write_file(path, a->admin_token, strlen(a->admin_token), 0600, err);
+        if (rc != KC_OK)
+            goto fail;
+        snprintf(path, sizeof(path), "%s/auth-decisions.jsonl", dir);
+        /* Truncated per start: the decisions describe this run only. */
+        a->dec_file = fopen(path, "we");
+        if (!a->dec_file)
+            kc_warn("cannot write the authorization decision log", "path=%s", path);
+    }
+    return KC_OK;
+fail:
+    ks_auth_free(sim);
+    return rc;
+}
+
+const char *ks_auth_admin_token(ks_sim *sim)
+{
+    return sim && sim->auth ? sim->auth->admin_token : NULL;
+}
+
+static void set_group(ks_user *u, int i, const char *fmt, const char *arg)
+{
+    snprintf(u->groups[i], sizeof(u->groups[i]), fmt, arg);
+}
+
+kc_code ks_auth_authenticate(ks_sim *sim, const char *authorization, ks_user *user, kc_err *err)
+{
+    struct ks_auth *a = sim ? sim->auth : NULL;
+    if (!a || !user)
+        return kc_err_set(err, KC_EARG, "ks_auth_authenticate: authentication is not set up");
+    memset(user, 0, sizeof(*user));
+    if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0)
+        return kc_err_set(err, KC_EUNAUTHORIZED, "Unauthorized");
+    const char *tok = authorization + 7;
+    while (*tok == ' ')
+        tok++;
+    size_t len = strlen(tok);
+    while (len && (tok[len - 1] == ' ' || tok[len - 1] == '\r' || tok[len - 1] == '\n'))
+        len--;
+    if (len == 0 || len > 255)
+        return kc_err_set(err, KC_EUNAUTHORIZED, "Unauthorized");
+    char token[256];
+    memcpy(token, tok, len);
+    token[len] = '\0';
+    if (len == strlen(a->admin_token) && CRYPTO_memcmp(token, a->admin_token, len) == 0) {
+        snprintf(user->name, sizeof(user->name), "admin");
+        set_group(user, 0, "%s", "system:masters");
+        set_group(user, 1, "%s", "system:authenticated");
+        user->admin = true;
+        return KC_OK;
+    }
+    kc_code rc = KC_EUNAUTHORIZED;
+    pthread_mutex_lock(&a->mu);
+    const sa_tok *t = kc_map_get(a->sa_by_token, token);
+    if (t) {
+        snprintf(user->name, sizeof(user->name), "system:serviceaccount:%s:%s", t->ns, t->name);
+        set_group(user, 0, "%s", "system:serviceaccounts");
+        set_group(user, 1, "system:serviceaccounts:%s", t->ns);
+        set_group(user, 2, "%s", "system:authenticated");
+        rc = KC_OK;
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (rc != KC_OK)
+        return kc_err_set(err, KC_EUNAUTHORIZED, "Unauthorized");
+    return KC_OK;
+}
+
+char *ks_auth_sa_token(ks_sim *sim, const char *ns, const char *sa)
+{
+    struct ks_auth *a = sim ? sim->auth : NULL;
+    if (!a || !ns || !*ns || !sa || !*sa)
+        return NULL;
+    char key[600];
+    snprintf(key, sizeof(key), "%s/%s", ns, sa);
+    char *out = NULL;
+    pthread_mutex_lock(&a->mu);
+    sa_tok *t = kc_map_get(a->sa_by_key, key);
+    if (t) {
+        out = strdup(t->token);
+        goto unlock;
+    }
+    char hex[49];
+    if (ks_pki_random_hex(hex, sizeof(hex), 24, NULL) != KC_OK)
+        goto unlock;
+    t = calloc(1, sizeof(*t));
+    if (!t)
+        goto unlock;
+    t->ns = strdup(ns);
+    t->name = strdup(sa);
+    t->token = strdup(hex);
+    if (!t->ns || !t->name || !t->token || kc_map_put(a->sa_by_key, key, t, NULL) != KC_OK) {
+        sa_tok_free(t);
+        goto unlock;
+    }
+    if (kc_map_put(a->sa_by_token, t->token, t, NULL) != KC_OK) {
+        sa_tok_free(kc_map_remove(a->sa_by_key, key));
+        goto unlock;
+    }
+    out = strdup(t->token);
+unlock:
+    pthread_mutex_unlock(&a->mu);
+    return out;
+}
+
+static void record(struct ks_auth *a, const ks_user *user, const char *verb, const char *group,
+                   const char *resource, const char *sub, const char *ns, const char *name,
+                   bool allowed, const char *reason)
+{
+    char key[1400];
+    snprintf(key, sizeof(key), "%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%d", user->name, verb,
+             group, resource, sub, ns, name, allowed);
+    pthread_mutex_lock(&a->dec_mu);
+    void *idx = kc_map_get(a->dec_index, key);
+    if (idx) {
+        json_t *e = json_array_get(a->decisions, (size_t)(uintptr_t)idx - 1);
+        json_object_set_new(e, "count",
+                            json_integer(json_integer_value(json_object_get(e, "count")) + 1));
+        goto unlock;
+    }
+    if (json_array_size(a->decisions) >= KS_AUTH_DECISIONS_MAX)
+        goto unlock;
+    json_t *e =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:s, s:i}", "user", user->name, "verb",
+                  verb, "group", group, "resource", resource, "subresource", sub, "namespace", ns,
+                  "name", name, "allowed", allowed, "reason", reason, "count", 1);
+    if (!e || json_array_append_new(a->decisions, e) != 0)
+        goto unlock;
+    kc_map_put(a->dec_index, key, (void *)(uintptr_t)json_array_size(a->decisions), NULL);
+    if (a->dec_file) {
+        char *line = json_dumps(e, JSON_COMPACT);
+        if (line) {
+            fprintf(a->dec_file, "%s\n", line);
+            fflush(a->dec_file);
+            free(line);
+        }
+    }
+unlock:
+    pthread_mutex_unlock(&a->dec_mu);
+}
+
+bool ks_auth_allowed(ks_sim *sim, const ks_user *user, const char *verb, const char *group,
+                     const char *resource, const char *sub, const char *ns, const char *name,
+                     char *reason, size_t reason_size)
+{
+    struct ks_auth *a = sim ? sim->auth : NULL;
+    if (reason && reason_size)
+        reason[0] = '\0';
+    if (!user)
+        return false;
+    if (user->admin)
+        return true;
+    if (!a) {
+        if (reason && reason_size)
+            snprintf(reason, reason_size, "authorization is not set up");
+        return false;
+    }
+    if (!verb)
+        verb = "";
+    if (!group)
+        group = "";
+    if (!resource)
+        resource = "";
+    char why[1024] = "";
+    bool ok;
+    bool masters = false;
+    for (size_t i = 0; i < sizeof(user->groups) / sizeof(user->groups[0]) && user->groups[i][0];
+         i++)
+        masters = masters || strcmp(user->groups[i], "system:masters") == 0;
+    if (!sim->opts.rbac) {
+        ok = true;
+        snprintf(why, sizeof(why), "RBAC is off");
+    } else if (masters) {
+        ok = true;
+        snprintf(why, sizeof(why), "member of system:masters");
+    } else {
+        ok = ks_rbac_authorize(a->rbac, user, verb, group, resource, sub, ns, name, why,
+                               sizeof(why));
+    }
+    record(a, user, verb, group, resource, sub ? sub : "", ns ? ns : "", name ? name : "", ok, why);
+    if (!ok && reason && reason_size)
+        snprintf(reason, reason_size, "%s", why);
+    return ok;
+}
+
+json_t *ks_auth_decisions(ks_sim *sim)
+{
+    struct ks_auth *a = sim ? sim->auth : NULL;
+    if (!a)
+        return json_array();
+    pthread_mutex_lock(&a->dec_mu);
+    json_t *copy = json_deep_copy(a->decisions);
+    pthread_mutex_unlock(&a->dec_mu);
+    return copy ? copy : json_array();
+}
+
+void ks_auth_decisions_clear(ks_sim *sim)
+{
+    struct ks_auth *a = sim ? sim->auth : NULL;
+    if (!a)
+        return;
+    pthread_mutex_lock(&a->dec_mu);
+    json_array_clear(a->decisions);
+    kc_map *fresh = kc_map_new();
+    if (fresh) {
+        kc_map_free(a->dec_index, NULL);
+        a->dec_index = fresh;
+    } else {
+        /* Keep the index consistent with an empty array by dropping keys one by one. */
+        const char *k;
+        size_t pos = 0;
+        while (kc_map_next(a->dec_index, &pos, &k, NULL)) {
+            kc_map_remove(a->dec_index, k);
+            pos = 0;
+        }
+    }
+    pthread_mutex_unlock(&a->dec_mu);
+}
+
+static kc_code create_if_absent(ks_sim *sim, const char *resource, json_t *obj, kc_err *err)
+{
+    const ks_rtype *t = ks_store_type(sim->store, "rbac.authorization.k8s.io", "v1", resource);
+    if (!t) {
+        json_decref(obj);
+        return kc_err_set(err, KC_ENOTFOUND,
+                          "bootstrapping RBAC: type rbac.authorization.k8s.io/v1 %s is not "
+                          "registered (register the built-in types first)",
+                          resource);
+    }
+    kc_err e;
+    kc_code rc = ks_create(sim->store, t, NULL, obj, NULL, &e);
+    if (rc == KC_EALREADYEXISTS)
+        return KC_OK;
+    if (rc != KC_OK) {
+        if (err)
+            *err = e;
+        kc_err_prefix(err, "bootstrapping RBAC %s", resource);
+    }
+    return rc;
+}
+
+/* The metadata the real API server gives its bootstrap roles (a new object per call). */
+static json_t *bootstrap_meta(void)
+{
+    return json_pack("{s:s, s:{s:s}, s:{s:s}}", "name", "cluster-admin", "labels",
+                     "kubernetes.io/bootstrapping", "rbac-defaults", "annotations",
+                     "rbac.authorization.kubernetes.io/autoupdate", "true");
+}
+
+kc_code ks_auth_bootstrap(ks_sim *sim, kc_err *err)
+{
+    if (!sim || !sim->store)
+        return kc_err_set(err, KC_EARG, "ks_auth_bootstrap: no store");
+    json_t *role = json_pack("{s:s, s:s, s:o, s:[{s:[s], s:[s], s:[s]}, {s:[s], s:[s]}]}",
+                             "apiVersion", "rbac.authorization.k8s.io/v1", "kind", "ClusterRole",
+                             "metadata", bootstrap_meta(), "rules", "apiGroups", "*", "resources",
+                             "*", "verbs", "*", "nonResourceURLs", "*", "verbs", "*");
+    json_t *binding =
+        json_pack("{s:s, s:s, s:o, s:{s:s, s:s, s:s}, s:[{s:s, s:s, s:s}]}", "apiVersion",
+                  "rbac.authorization.k8s.io/v1", "kind", "ClusterRoleBinding", "metadata",
+                  bootstrap_meta(), "roleRef", "apiGroup", "rbac.authorization.k8s.io", "kind",
+                  "ClusterRole", "name", "cluster-admin", "subjects", "apiGroup",
+                  "rbac.authorization.k8s.io", "kind", "Group", "name", "system:masters");
+    if (!role || !binding) {
+        json_decref(role);
+        json_decref(binding);
+        return kc_err_set(err, KC_ENOMEM, "out of memory bootstrapping RBAC");
+    }
+    kc_code rc = create_if_absent(sim, "clusterroles", role, err);
+    if (rc != KC_OK) {
+        json_decref(binding);
+        return rc;
+    }
+    return create_if_absent(sim, "clusterrolebindings", binding, err);
+}

@@ -1,0 +1,495 @@
+/* ks_kubelet_ctr: one container on a simulated node: simulated containers just run; containers
+ * whose image is mapped run a real local process (own process group, output into the pod log),
+ * restarted with back-off per restartPolicy, with HTTP/TCP readiness and liveness probes. */
+#include "ks_kubelet_int.h"
+
+#include "kc_log.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DRAIN_MS 300
+
+#define CTR_OF(ptr, field) ((kl_ctr *)((char *)(ptr)-offsetof(kl_ctr, field)))
+
+static const json_t *ctr_spec(const kl_ctr *c)
+{
+    const json_t *spec = json_object_get(c->p->obj, "spec");
+    const json_t *arr = json_object_get(spec, c->init ? "initContainers" : "containers");
+    size_t i;
+    json_t *it;
+    json_array_foreach(arr, i, it)
+    {
+        const char *n = json_string_value(json_object_get(it, "name"));
+        if (n && strcmp(n, c->name) == 0)
+            return it;
+    }
+    return json_array_get(arr, c->idx);
+}
+
+static void set_message(kl_ctr *c, const char *msg)
+{
+    free(c->message);
+    c->message = msg ? strdup(msg) : NULL;
+}
+
+void kl_ctr_quiesce(kl_ctr *c)
+{
+    if (!c->timers_on)
+        return;
+    uv_timer_stop(&c->t_backoff);
+    uv_timer_stop(&c->t_rprobe);
+    uv_timer_stop(&c->t_lprobe);
+}
+
+void kl_ctr_close_timers(kl_ctr *c)
+{
+    if (!c->timers_on)
+        return;
+    kl_close(c->p, (uv_handle_t *)&c->t_backoff);
+    kl_close(c->p, (uv_handle_t *)&c->t_rprobe);
+    kl_close(c->p, (uv_handle_t *)&c->t_lprobe);
+    c->timers_on = false;
+}
+
+void kl_ctr_signal(kl_ctr *c, int sig)
+{
+    kl_run *r = c->run;
+    if (!r || r->exited || r->pid <= 0)
+        return;
+    c->killing = true;
+    /* The process leads its own group (setsid); signal the group so its children go too. If the
+     * child has not called setsid yet the group does not exist: signal the process itself. */
+    if (kill(-r->pid, sig) != 0 && errno == ESRCH)
+        kill(r->pid, sig);
+}
+
+/* ---- process runs ---- */
+
+static void run_closed(uv_handle_t *h)
+{
+    kl_run *r = h->data;
+    if (--r->handles > 0)
+        return;
+    struct ks_kubelet *kl = r->p->kl;
+    kl_pod *p = r->p;
+    free(r);
+    kl->runs--;
+    kl_pod_unref(p);
+    kl_runs_changed(kl);
+}
+
+static void run_close(kl_run *r, uv_handle_t *h)
+{
+    if (uv_is_closing(h))
+        return;
+    h->data = r;
+    uv_close(h, run_closed);
+}
+
+static void restart_or_stay(kl_ctr *c);
+
+/* Both the exit status and the output are in (or the drain timeout passed). */
+static void run_finish(kl_run *r)
+{
+    if (r->finished)
+        return;
+    r->finished = true;
+    run_close(r, (uv_handle_t *)&r->drain);
+    if (r->pipes_open) {
+        run_close(r, (uv_handle_t *)&r->out);
+        run_close(r, (uv_handle_t *)&r->err);
+        r->pipes_open = 0;
+    }
+    kl_ctr *c = r->c;
+    if (c->run != r)
+        return;
+    c->run = NULL;
+    if (r->p->removed)
+        return;
+    char now[32];
+    ks_now_rfc3339(now);
+    c->exit_code = r->term_signal ? 128 + r->term_signal : (int)r->status;
+    c->state = CS_TERMINATED;
+    c->ready = false;
+    snprintf(c->reason, sizeof(c->reason), "%s", c->exit_code == 0 ? "Completed" : "Error");
+    set_message(c, NULL);
+    snprintf(c->finished_at, sizeof(c->finished_at), "%s", now);
+    kl_ctr_quiesce(c);
+    restart_or_stay(c);
+}
+
+static void on_drain(uv_timer_t *t)
+{
+    run_finish(t->data);
+}
+
+static void on_proc_exit(uv_process_t *proc, int64_t status, int term_signal)
+{
+    kl_run *r = proc->data;
+    r->exited = true;
+    r->status = status;
+    r->term_signal = term_signal;
+    run_close(r, (uv_handle_t *)proc);
+    if (r->pipes_open == 0)
+        run_finish(r);
+    else
+        uv_timer_start(&r->drain, on_drain, DRAIN_MS, 0);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    kl_run *r = h->data;
+    *buf = uv_buf_init(r->buf, sizeof(r->buf));
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    kl_run *r = s->data;
+    if (n > 0) {
+        if (!r->p->removed)
+            ks_kl_logs_append(r->p->kl->logs, r->p->ns, r->p->name, r->c->name, buf->base,
+                              (size_t)n);
+        return;
+    }
+    if (n == 0)
+        return;
+    if (r->finished)
+        return;
+    run_close(r, (uv_handle_t *)s);
+    if (--r->pipes_open == 0 && r->exited)
+        run_finish(r);
+}
+
+/* ---- start, exit, restart ---- */
+
+static void emit_started(kl_ctr *c)
+{
+    kl_pod *p = c->p;
+    kl_event(p->kl, p, c, "Normal", "Pulled", "Container image \"%s\" already present on machine",
+             c->image);
+    kl_event(p->kl, p, c, "Normal", "Created", "Created container %s", c->name);
+    kl_event(p->kl, p, c, "Normal", "Started", "Started container %s", c->name);
+}
+
+static void mark_running(kl_ctr *c)
+{
+    kl_pod *p = c->p;
+    c->state = CS_RUNNING;
+    c->reason[0] = '\0';
+    set_message(c, NULL);
+    c->ready = false;
+    c->killing = false;
+    c->r_ok = c->r_fail = c->l_fail = 0;
+    ks_now_rfc3339(c->started_at);
+    ks_proc_container_id(p->uid, c->name, c->restarts, c->cid, sizeof(c->cid));
+    int delay = p->kl->sim->opts.pod_ready_ms;
+    c->ready_at_ms = kl_now(p->kl) + (uint64_t)(delay > 0 ? delay : 0);
+}
+
+static void on_rprobe(uv_timer_t *t);
+static void on_lprobe(uv_timer_t *t);
+
+static void start_probes(kl_ctr *c)
+{
+    const ks_probe_spec *r = &c->rprobe, *l = &c->lprobe;
+    if (r->kind)
+        uv_timer_start(&c->t_rprobe, on_rprobe, (uint64_t)r->initial_delay_s * 1000,
+                       (uint64_t)r->period_s * 1000);
+    if (l->kind)
+        uv_timer_start(&c->t_lprobe, on_lprobe, (uint64_t)l->initial_delay_s * 1000,
+                       (uint64_t)l->period_s * 1000);
+}
+
+/* A container that could not start: CreateContainerConfigError (env) waits and retries,
+ * StartError (exec) counts as an exit with code 128, as containerd reports it. */
+static void start_failed(kl_ctr *c, const char *reason, const char *msg, bool as_exit)
+{
+    kl_pod *p = c->p;
+    kl_event(p->kl, p, c, "Warning", "Failed", "Error: %s", msg);
+    if (as_exit) {
+        char now[32];
+        ks_now_rfc3339(now);
+        c->state = CS_TERMINATED;
+        c->exit_code = 128;
+        snprintf(c->reason, sizeof(c->reason), "%s", reason);
+        set_message(c, msg);
+        snprintf(c->started_at, sizeof(c->started_at), "%s", now);
+        snprintf(c->finished_at, sizeof(c->finished_at), "%s", now);
+        restart_or_stay(c);
+        return;
+    }
+    c->state = CS_WAITING;
+    snprintf(c->reason, sizeof(c->reason), "%s", reason);
+    set_message(c, msg);
+    restart_or_stay(c);
+}
+
+static bool spawn(kl_ctr *c)
+{
+    kl_pod *p = c->p;
+    struct ks_kubelet *kl = p->kl;
+    kc_err e = {0};
+    char **env = NULL, **argv = NULL;
+    bool ok = false;
+    if (!p->sa_root && ks_proc_write_sa(kl->sim, p->obj, &p->sa_root, &e) != KC_OK) {
+        start_failed(c, "CreateContainerConfigError", e.msg, false);
+        return false;
+    }
+    /* The downward API must see the IPs this start assigns, before they are written. */
+    json_t *view = json_deep_copy(p->obj);
+    json_t *st = json_object_get(view, "status");
+    if (!json_is_object(st)) {
+        st = json_object();
+        json_object_set_new(view, "status", st);
+    }
+    json_object_set_new(st, "podIP", json_string(p->ip));
+    json_object_set_new(st, "hostIP", json_string(p->host_ip));
+    kc_code rc = ks_proc_build_env(kl->sim, view, ctr_spec(c), c->map, p->sa_root, &env, &e);
+    json_decref(view);
+    if (rc != KC_OK) {
+        start_failed(c, "CreateContainerConfigError", e.msg, false);
+        goto out;
+    }
+    argv = ks_proc_build_argv(ctr_spec(c), c->map, env);
+    kl_run *r = argv ? calloc(1, sizeof(*r)) : NULL;
+    if (!r) {
+        start_failed(c, "StartError", "out of memory", true);
+        goto out;
+    }
+    r->p = p;
+    r->c = c;
+    kl_pod_ref(p);
+    kl->runs++;
+    uv_pipe_init(&kl->loop, &r->out, 0);
+    uv_pipe_init(&kl->loop, &r->err, 0);
+    uv_timer_init(&kl->loop, &r->drain);
+    r->out.data = r->err.data = r->drain.data = r->proc.data = r;
+    r->handles = 4;
+    uv_stdio_container_t stdio[3] = {
+        {.flags = UV_IGNORE},
+        {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&r->out},
+        {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&r->err},
+    };
+    /* The process keeps kubesim's working directory, so relative paths given to kubesim (and
+     * to tools wrapping it, such as valgrind's option files) stay valid. */
+    uv_process_options_t o = {.exit_cb = on_proc_exit,
+                              .file = argv[0],
+                              .args = argv,
+                              .env = env,
+                              .flags = UV_PROCESS_DETACHED,
+                              .stdio_count = 3,
+                              .stdio = stdio};
+    int uvr = uv_spawn(&kl->loop, &r->proc, &o);
+    r->proc.data = r;
+    if (uvr != 0) {
+        r->finished = true;
+        run_close(r, (uv_handle_t *)&r->proc);
+        run_close(r, (uv_handle_t *)&r->out);
+        run_close(r, (uv_handle_t *)&r->err);
+        run_close(r, (uv_handle_t *)&r->drain);
+        char msg[1024];
+        snprintf(msg, sizeof(msg),
+                 "failed to create containerd task: failed to start %s: exec: \"%s\": %s", c->name,
+                 argv[0], uv_strerror(uvr));
+        start_failed(c, "StartError", msg, true);
+        goto out;
+    }
+    r->pid = r->proc.pid;
+    r->pipes_open = 2;
+    uv_read_start((uv_stream_t *)&r->out, on_alloc, on_read);
+    uv_read_start((uv_stream_t *)&r->err, on_alloc, on_read);
+    c->run = r;
+    kc_info("kubelet: started process", "pod=%s container=%s pid=%d program=%s", p->key, c->name,
+            r->pid, argv[0]);
+    ok = true;
+out:
+    ks_proc_strv_free(env);
+    ks_proc_strv_free(argv);
+    return ok;
+}
+
+void kl_ctr_start(kl_ctr *c)
+{
+    if (c->map) {
+        if (!spawn(c))
+            return;
+        mark_running(c);
+        start_probes(c);
+    } else {
+        mark_running(c);
+    }
+    emit_started(c);
+}
+
+static void on_backoff(uv_timer_t *t)
+{
+    kl_ctr *c = CTR_OF(t, t_backoff);
+    kl_pod *p = c->p;
+    if (p->removed || p->stage == ST_DONE || p->stage == ST_DELETING)
+        return;
+    if (c->run) {
+        /* Used as the kill timer after a liveness failure: the grace period is over. */
+        kl_ctr_signal(c, SIGKILL);
+        return;
+    }
+    /* A container that never ran (configuration error) does not count a restart. */
+    if (strcmp(c->reason, "CrashLoopBackOff") == 0)
+        c->restarts++;
+    kl_ctr_start(c);
+    kl_pod_ctr_changed(p, c);
+}
+
+static bool should_restart(const kl_ctr *c)
+{
+    const char *pol =
+        json_string_value(json_object_get(json_object_get(c->p->obj, "spec"), "restartPolicy"));
+    if (!pol)
+        pol = "Always";
+    if (c->state == CS_WAITING) /* could not start: retry unless the pod may never restart */
+        return true;
+    if (c->init)
+        return c->exit_code != 0 && strcmp(pol, "Never") != 0;
+    if (strcmp(pol, "Always") == 0)
+        return true;
+    return strcmp(pol, "OnFailure") == 0 && c->exit_code != 0;
+}
+
+static void restart_or_stay(kl_ctr *c)
+{
+    kl_pod *p = c->p;
+    if (p->stage == ST_DELETING || p->stage == ST_DONE || !c->timers_on || !should_restart(c)) {
+        kl_pod_ctr_changed(p, c);
+        return;
+    }
+    struct ks_kubelet *kl = p->kl;
+    int max = atomic_load(&kl->backoff_max_ms);
+    c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : atomic_load(&kl->backoff_ms);
+    if (c->backoff_ms > max)
+        c->backoff_ms = max;
+    if (c->state == CS_TERMINATED) {
+        json_decref(c->last_term);
+        c->last_term = json_pack("{s:i, s:s, s:s, s:s, s:s}", "exitCode", c->exit_code, "reason",
+                                 c->reason, "startedAt", c->started_at, "finishedAt",
+                                 c->finished_at, "containerID", c->cid);
+        char msg[600];
+        snprintf(msg, sizeof(msg), "back-off %ds restarting failed container=%s pod=%s_%s(%s)",
+                 (c->backoff_ms + 999) / 1000, c->name, p->name, p->ns, p->uid);
+        c->state = CS_WAITING;
+        snprintf(c->reason, sizeof(c->reason), "CrashLoopBackOff");
+        set_message(c, msg);
+        kl_event(kl, p, c, "Warning", "BackOff",
+                 "Back-off restarting failed container %s in pod %s_%s(%s)", c->name, p->name,
+                 p->ns, p->uid);
+    }
+    uv_timer_start(&c->t_backoff, on_backoff, (uint64_t)c->backoff_ms, 0);
+    kl_pod_ctr_changed(p, c);
+}
+
+/* ---- probes ---- */
+
+typedef struct probe_work {
+    uv_work_t req;
+    kl_pod *p;
+    kl_ctr *c;
+    kl_run *run;
+    bool liveness;
+    bool ok;
+    ks_probe_spec spec;
+} probe_work;
+
+static void probe_do(uv_work_t *req)
+{
+    probe_work *w = req->data;
+    w->ok = ks_probe_run(&w->spec);
+}
+
+static void probe_done(uv_work_t *req, int status)
+{
+    probe_work *w = req->data;
+    kl_pod *p = w->p;
+    kl_ctr *c = w->c;
+    if (w->liveness)
+        c->l_busy = false;
+    else
+        c->r_busy = false;
+    /* Only results for the run that is still current count. */
+    if (status != 0 || p->removed || c->run != w->run || !c->run || c->state != CS_RUNNING ||
+        p->stage == ST_DELETING || p->stage == ST_DONE)
+        goto out;
+    const ks_probe_spec *s = &w->spec;
+    if (!w->liveness) {
+        bool was = c->ready;
+        if (w->ok) {
+            c->r_fail = 0;
+            if (++c->r_ok >= s->success_threshold)
+                c->ready = true;
+        } else {
+            c->r_ok = 0;
+            if (++c->r_fail >= s->failure_threshold)
+                c->ready = false;
+            if (c->r_fail == s->failure_threshold)
+                kl_event(p->kl, p, c, "Warning", "Unhealthy", "Readiness probe failed: %s",
+                         s->kind == 1 ? "HTTP probe failed" : "probe failed");
+        }
+        if (was != c->ready)
+            kl_pod_ctr_changed(p, c);
+        goto out;
+    }
+    if (w->ok) {
+        c->l_fail = 0;
+        goto out;
+    }
+    if (++c->l_fail < s->failure_threshold)
+        goto out;
+    kl_event(p->kl, p, c, "Warning", "Unhealthy", "Liveness probe failed: %s",
+             s->kind == 1 ? "HTTP probe failed" : "probe failed");
+    kl_event(p->kl, p, c, "Normal", "Killing",
+             "Container %s failed liveness probe, will be restarted", c->name);
+    c->l_fail = 0;
+    uv_timer_stop(&c->t_rprobe);
+    uv_timer_stop(&c->t_lprobe);
+    kl_ctr_signal(c, SIGTERM);
+    uv_timer_start(&c->t_backoff, on_backoff, (uint64_t)atomic_load(&p->kl->grace_cap_ms), 0);
+out:
+    free(w);
+    kl_pod_unref(p);
+}
+
+static void probe_start(kl_ctr *c, bool liveness)
+{
+    bool *busy = liveness ? &c->l_busy : &c->r_busy;
+    if (*busy || !c->run || c->p->removed)
+        return;
+    probe_work *w = calloc(1, sizeof(*w));
+    if (!w)
+        return;
+    w->p = c->p;
+    w->c = c;
+    w->run = c->run;
+    w->liveness = liveness;
+    w->spec = liveness ? c->lprobe : c->rprobe;
+    w->req.data = w;
+    kl_pod_ref(c->p);
+    if (uv_queue_work(&c->p->kl->loop, &w->req, probe_do, probe_done) != 0) {
+        kl_pod_unref(c->p);
+        free(w);
+        return;
+    }
+    *busy = true;
+}
+
+static void on_rprobe(uv_timer_t *t)
+{
+    probe_start(CTR_OF(t, t_rprobe), false);
+}
+
+static void on_lprobe(uv_timer_t *t)
+{
+    probe_start(CTR_OF(t, t_lprobe), true);
+}

@@ -1,0 +1,510 @@
+/* ks_proto: decoding of the Kubernetes protobuf bodies client-go sends (helm's release Secrets,
+ * kubectl create configmap, DeleteOptions): the "k8s\0" envelope, runtime.Unknown, and the
+ * Secret / ConfigMap / DeleteOptions messages, into their JSON form. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kc_base64.h"
+#include "ks_sim.h"
+
+/* ---- message descriptions ----------------------------------------------------------------- */
+
+typedef enum ftype {
+    F_STRING,    /* string */
+    F_BYTES,     /* bytes → base64 */
+    F_INT64,     /* int64 varint */
+    F_BOOL,      /* bool varint */
+    F_MSG,       /* embedded message → object */
+    F_MAP_STR,   /* map<string,string> */
+    F_MAP_BYTES, /* map<string,bytes> → base64 values */
+    F_TIME,      /* meta.v1.Time {seconds=1, nanos=2} → RFC 3339 */
+} ftype;
+
+struct pmsg;
+
+typedef struct pfield {
+    uint32_t num;
+    const char *json;
+    ftype type;
+    bool repeated;
+    bool keep_zero; /* a pointer field in Go: present even when "" / 0 / false */
+    const struct pmsg *msg;
+} pfield;
+
+typedef struct pmsg {
+    const char *name;
+    const pfield *fields;
+    size_t n;
+} pmsg;
+
+#define MSG(name, arr)                                                                             \
+    {                                                                                              \
+        name, arr, sizeof(arr) / sizeof(arr[0])                                                    \
+    }
+
+static const pfield OWNER_REF_F[] = {
+    {1, "kind", F_STRING, false, false, NULL},
+    {3, "name", F_STRING, false, false, NULL},
+    {4, "uid", F_STRING, false, false, NULL},
+    {5, "apiVersion", F_STRING, false, false, NULL},
+    {6, "controller", F_BOOL, false, true, NULL},
+    {7, "blockOwnerDeletion", F_BOOL, false, true, NULL},
+};
+static const pmsg OWNER_REF = MSG("OwnerReference", OWNER_REF_F);
+
+static const pfield META_F[] = {
+    {1, "name", F_STRING, false, false, NULL},
+    {2, "generateName", F_STRING, false, false, NULL},
+    {3, "namespace", F_STRING, false, false, NULL},
+    {4, "selfLink", F_STRING, false, false, NULL},
+    {5, "uid", F_STRING, false, false, NULL},
+    {6, "resourceVersion", F_STRING, false, false, NULL},
+    {7, "generation", F_INT64, false, false, NULL},
+    {8, "creationTimestamp", F_TIME, false, false, NULL},
+    {9, "deletionTimestamp", F_TIME, false, false, NULL},
+    {10, "deletionGracePeriodSeconds", F_INT64, false, true, NULL},
+    {11, "labels", F_MAP_STR, false, false, NULL},
+    {12, "annotations", F_MAP_STR, false, false, NULL},
+    {13, "ownerReferences", F_MSG, true, false, &OWNER_REF},
+    {14, "finalizers", F_STRING, true, false, NULL},
+    /* 17 managedFields: server-side apply bookkeeping, skipped like any unknown field */
+};
+static const pmsg META = MSG("ObjectMeta", META_F);
+
+static const pfield SECRET_F[] = {
+    {1, "metadata", F_MSG, false, false, &META}, {2, "data", F_MAP_BYTES, false, false, NULL},
+    {3, "type", F_STRING, false, false, NULL},   {4, "stringData", F_MAP_STR, false, false, NULL},
+    {5, "immutable", F_BOOL, false, true, NULL},
+};
+static const pmsg SECRET = MSG("Secret", SECRET_F);
+
+static const pfield CONFIGMAP_F[] = {
+    {1, "metadata", F_MSG, false, false, &META},
+    {2, "data", F_MAP_STR, false, false, NULL},
+    {3, "binaryData", F_MAP_BYTES, false, false, NULL},
+    {4, "immutable", F_BOOL, false, true, NULL},
+};
+static const pmsg CONFIGMAP = MSG("ConfigMap", CONFIGMAP_F);
+
+static const pfield PRECOND_F[] = {
+    {1, "uid", F_STRING, false, true, NULL},
+    {2, "resourceVersion", F_STRING, false, true, NULL},
+};
+static const pmsg PRECOND = MSG("Preconditions", PRECOND_F);
+
+static const pfield DELETE_F[] = {
+    {1, "gracePeriodSeconds", F_INT64, false, true, NULL},
+    {2, "preconditions", F_MSG, false, true, &PRECOND},
+    {3, "orphanDependents", F_BOOL, false, true, NULL},
+    {4, "propagationPolicy", F_STRING, false, true, NULL},
+    {5, "dryRun", F_STRING, true, false, NULL},
+};
+static const pmsg DELETE_OPTS = MSG("DeleteOptions", DELETE_F);
+
+static const pfield TYPEMETA_F[] = {
+    {1, "apiVersion", F_STRING, false, false, NULL},
+    {2, "kind", F_STRING, false, false, NULL},
+};
+static const pmsg TYPEMETA = MSG("TypeMeta", TYPEMETA_F);
+
+/* ---- the wire format ---------------------------------------------------------------------- */
+
+/* A bounded view of the body: [pos, end) with offsets counted from the body's first byte. */
+typedef struct rd {
+    const uint8_t *base;
+    size_t pos, end;
+} rd;
+
+static kc_code perr(kc_err *err, size_t off, const char *what)
+{
+    return kc_err_set(err, KC_EPARSE, "protobuf body: %s at offset %zu", what, off);
+}
+
+static kc_code read_varint(rd *r, uint64_t *out, kc_err *err)
+{
+    size_t start = r->pos;
+    uint64_t v = 0;
+    for (int i = 0; i < 10; i++) {
+        if (r->pos >= r->end)
+            return perr(err, start, "truncated varint");
+        uint8_t b = r->base[r->pos++];
+        if (i == 9 && b > 1)
+            return perr(err, start, "varint overflows 64 bits");
+        v |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *out = v;
+            return KC_OK;
+        }
+    }
+    return perr(err, start, "varint longer than 10 bytes");
+}
+
+static kc_code read_tag(rd *r, uint32_t *num, int *wire, kc_err *err)
+{
+    size_t start = r->pos;
+    uint64_t tag;
+    kc_code rc = read_varint(r, &tag, err);
+    if (rc != KC_OK)
+        return rc;
+    *wire = (int)(tag & 7);
+    if (tag >> 3 == 0 || tag >> 3 > 0x1fffffff)
+        return perr(err, start, "invalid field number");
+    *num = (uint32_t)(tag >> 3);
+    if (*wire == 3 || *wire == 4)
+        return perr(err, start, "unsupported group (wire type 3/4)");
+    if (*wire > 5)
+        return perr(err, start, "invalid wire type");
+    return KC_OK;
+}
+
+/* Reads a length-delimited payload: *sub covers it and r moves past it. */
+static kc_code read_bytes(rd *r, rd *sub, kc_err *err)
+{
+    size_t start = r->pos;
+    uint64_t len;
+    kc_code rc = read_varint(r, &len, err);
+    if (rc != KC_OK)
+        return rc;
+    if (len > r->end - r->pos)
+        return kc_err_set(err, KC_EPARSE,
+                          "protobuf body: length %llu at offset %zu runs past the end of the "
+                          "enclosing message (offset %zu)",
+                          (unsigned long long)len, start, r->end);
+    sub->base = r->base;
+    sub->pos = r->pos;
+    sub->end = r->pos + (size_t)len;
+    r->pos = sub->end;
+    return KC_OK;
+}
+
+static kc_code skip_field(rd *r, int wire, kc_err *err)
+{
+    size_t start = r->pos;
+    uint64_t v;
+    rd sub;
+    switch (wire) {
+    case 0:
+        return read_varint(r, &v, err);
+    case 1:
+    case 5: {
+        size_t n = wire == 1 ? 8 : 4;
+        if (r->end - r->pos < n)
+            return perr(err, start, "truncated fixed-width field");
+        r->pos += n;
+        return KC_OK;
+    }
+    case 2:
+        return read_bytes(r, &sub, err);
+    default:
+        return perr(err, start, "invalid wire type");
+    }
+}
+
+/* ---- values ------------------------------------------------------------------------------- */
+
+static json_t *string_value(const rd *s, const char *msg, const char *field, kc_err *err)
+{
+    json_t *j = json_stringn((const char *)s->base + s->pos, s->end - s->pos);
+    if (!j)
+        kc_err_set(err, KC_EPARSE, "protobuf body: %s.%s at offset %zu is not valid UTF-8", msg,
+                   field, s->pos);
+    return j;
+}
+
+static json_t *bytes_value(const rd *s, kc_err *err)
+{
+    char *b64 = kc_base64_encode(s->base + s->pos, s->end - s->pos);
+    json_t *j = b64 ? json_string(b64) : NULL;
+    free(b64);
+    if (!j)
+        kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
+    return j;
+}
+
+/* meta.v1.Time → "2006-01-02T15:04:05Z" (NULL without error for the zero time). */
+static kc_code time_value(rd *s, json_t **out, kc_err *err)
+{
+    int64_t secs = 0;
+    bool any = false;
+    *out = NULL;
+    while (s->pos < s->end) {
+        uint32_t num;
+        int wire;
+        size_t at = s->pos;
+        kc_code rc = read_tag(s, &num, &wire, err);
+        if (rc != KC_OK)
+            return rc;
+        if ((num == 1 || num == 2) && wire != 0)
+            return perr(err, at, "Time field with a wire type other than varint");
+        uint64_t v;
+        if (num == 1 || num == 2) {
+            if ((rc = read_varint(s, &v, err)) != KC_OK)
+                return rc;
+            if (num == 1)
+                secs = (int64_t)v;
+            any = true;
+        } else if ((rc = skip_field(s, wire, err)) != KC_OK) {
+            return rc;
+        }
+    }
+    if (!any)
+        return KC_OK;
+    /* Years 0..9999 only, as Go's JSON encoding of a time. */
+    if (secs < -62167219200LL || secs > 253402300799LL)
+        return perr(err, s->end, "timestamp outside years 0-9999");
+    time_t t = (time_t)secs;
+    struct tm tm;
+    char buf[40];
+    if (!gmtime_r(&t, &tm) || strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        return perr(err, s->end, "timestamp cannot be represented");
+    *out = json_string(buf);
+    return *out ? KC_OK : kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
+}
+
+/* One map entry {key=1, value=2} into map. */
+static kc_code map_entry(rd *s, json_t *map, bool bytes, const char *msg, const char *field,
+                         kc_err *err)
+{
+    rd key = {s->base, s->pos, s->pos}, val = {s->base, s->pos, s->pos};
+    while (s->pos < s->end) {
+        uint32_t num;
+        int wire;
+        size_t at = s->pos;
+        kc_code rc = read_tag(s, &num, &wire, err);
+        if (rc != KC_OK)
+            return rc;
+        if (num == 1 || num == 2) {
+            if (wire != 2)
+                return perr(err, at, "map entry key/value with a wire type other than bytes");
+            if ((rc = read_bytes(s, num == 1 ? &key : &val, err)) != KC_OK)
+                return rc;
+        } else if ((rc = skip_field(s, wire, err)) != KC_OK) {
+            return rc;
+        }
+    }
+    json_t *k = string_value(&key, msg, field, err);
+    if (!k)
+        return err ? err->code : KC_EPARSE;
+    json_t *v = bytes ? bytes_value(&val, err) : string_value(&val, msg, field, err);
+    kc_code rc = KC_OK;
+    if (!v)
+        rc = err ? err->code : KC_EPARSE;
+    else if (json_object_setn_new(map, json_string_value(k), json_string_length(k), v) != 0)
+        rc = kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
+    json_decref(k);
+    return rc;
+}
+
+static kc_code decode_msg(rd *r, const pmsg *m, json_t *out, kc_err *err);
+
+static json_t *child(json_t *out, const char *key, bool array)
+{
+    json_t *c = json_object_get(out, key);
+    if (array ? json_is_array(c) : json_is_object(c))
+        return c;
+    c = array ? json_array() : json_object();
+    if (c && json_object_set_new(out, key, c) != 0)
+        return NULL;
+    return c;
+}
+
+static kc_code set_value(json_t *out, const pfield *f, json_t *v, kc_err *err)
+{
+    if (!v)
+        return kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
+    int rc;
+    if (f->repeated) {
+        json_t *arr = child(out, f->json, true);
+        rc = arr ? json_array_append_new(arr, v) : (json_decref(v), -1);
+    } else {
+        rc = json_object_set_new(out, f->json, v);
+    }
+    return rc ? kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory") : KC_OK;
+}
+
+static kc_code decode_field(rd *r, const pmsg *m, const pfield *f, int wire, size_t at, json_t *out,
+                            kc_err *err)
+{
+    bool want_varint = f->type == F_INT64 || f->type == F_BOOL;
+    if (want_varint != (wire == 0) || (!want_varint && wire != 2))
+        return kc_err_set(err, KC_EPARSE,
+                          "protobuf body: %s.%s (field %u) has wire type %d, expected %d at "
+                          "offset %zu",
+                          m->name, f->json, f->num, wire, want_varint ? 0 : 2, at);
+    kc_code rc;
+    if (want_varint) {
+        uint64_t v;
+        if ((rc = read_varint(r, &v, err)) != KC_OK)
+            return rc;
+        if (!v && !f->keep_zero)
+            return KC_OK;
+        return set_value(
+            out, f, f->type == F_BOOL ? json_boolean(v != 0) : json_integer((json_int_t)v), err);
+    }
+    rd sub;
+    if ((rc = read_bytes(r, &sub, err)) != KC_OK)
+        return rc;
+    json_t *v = NULL;
+    switch (f->type) {
+    case F_STRING:
+        if (sub.pos == sub.end && !f->keep_zero && !f->repeated)
+            return KC_OK;
+        if (!(v = string_value(&sub, m->name, f->json, err)))
+            return err ? err->code : KC_EPARSE;
+        return set_value(out, f, v, err);
+    case F_BYTES:
+        if (!(v = bytes_value(&sub, err)))
+            return KC_ENOMEM;
+        return set_value(out, f, v, err);
+    case F_TIME:
+        if ((rc = time_value(&sub, &v, err)) != KC_OK || !v)
+            return rc;
+        return set_value(out, f, v, err);
+    case F_MAP_STR:
+    case F_MAP_BYTES: {
+        json_t *map = child(out, f->json, false);
+        if (!map)
+            return kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
+        return map_entry(&sub, map, f->type == F_MAP_BYTES, m->name, f->json, err);
+    }
+    case F_MSG: {
+        json_t *obj;
+        if (f->repeated) {
+            if (!(obj = json_object()))
+                return kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
+            if ((rc = decode_msg(&sub, f->msg, obj, err)) != KC_OK) {
+                json_decref(obj);
+                return rc;
+            }
+            return set_value(out, f, obj, err);
+        }
+        /* A message field seen twice merges, as protobuf does. */
+        if (!(obj = child(out, f->json, false)))
+            return kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
+        return decode_msg(&sub, f->msg, obj, err);
+    }
+    default:
+        return perr(err, at, "unexpected field type");
+    }
+}
+
+static kc_code decode_msg(rd *r, const pmsg *m, json_t *out, kc_err *err)
+{
+    while (r->pos < r->end) {
+        uint32_t num;
+        int wire;
+        size_t at = r->pos;
+        kc_code rc = read_tag(r, &num, &wire, err);
+        if (rc != KC_OK)
+            return rc;
+        const pfield *f = NULL;
+        for (size_t i = 0; i < m->n && !f; i++)
+            if (m->fields[i].num == num)
+                f = &m->fields[i];
+        rc = f ? decode_field(r, m, f, wire, at, out, err) : skip_field(r, wire, err);
+        if (rc != KC_OK)
+            return rc;
+    }
+    return KC_OK;
+}
+
+/* ---- the envelope ------------------------------------------------------------------------- */
+
+kc_code ks_proto_decode(const char *body, size_t len, json_t **out, kc_err *err)
+{
+    static const uint8_t magic[4] = {'k', '8', 's', 0};
+    kc_code rc = KC_OK;
+    json_t *tm = NULL, *obj = NULL;
+    if (!out)
+        return kc_err_set(err, KC_EARG, "ks_proto_decode: out is required");
+    *out = NULL;
+    if (!body || len < 4 || memcmp(body, magic, 4) != 0)
+        return kc_err_set(err, KC_EPARSE,
+                          "protobuf body: does not start with the \"k8s\\x00\" magic of a "
+                          "Kubernetes protobuf envelope (%zu bytes)",
+                          len);
+    rd r = {(const uint8_t *)body, 4, len};
+    rd raw = {r.base, 0, 0}, enc = {r.base, 0, 0};
+    bool have_raw = false;
+    if (!(tm = json_object()))
+        return kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
+    while (r.pos < r.end) {
+        uint32_t num;
+        int wire;
+        size_t at = r.pos;
+        if ((rc = read_tag(&r, &num, &wire, err)) != KC_OK)
+            goto fail;
+        if (num >= 1 && num <= 4 && wire != 2) {
+            rc = kc_err_set(err, KC_EPARSE,
+                            "protobuf body: runtime.Unknown field %u has wire type %d, expected 2 "
+                            "at offset %zu",
+                            num, wire, at);
+            goto fail;
+        }
+        rd sub;
+        if (num >= 1 && num <= 4) {
+            if ((rc = read_bytes(&r, &sub, err)) != KC_OK)
+                goto fail;
+            if (num == 1 && (rc = decode_msg(&sub, &TYPEMETA, tm, err)) != KC_OK)
+                goto fail;
+            if (num == 2) {
+                raw = sub;
+                have_raw = true;
+            }
+            if (num == 3)
+                enc = sub;
+        } else if ((rc = skip_field(&r, wire, err)) != KC_OK) {
+            goto fail;
+        }
+    }
+    if (enc.end > enc.pos) {
+        rc = kc_err_set(err, KC_EUNSUPPORTED,
+                        "protobuf body: contentEncoding \"%.*s\" is not supported",
+                        (int)(enc.end - enc.pos > 64 ? 64 : enc.end - enc.pos),
+                        (const char *)enc.base + enc.pos);
+        goto fail;
+    }
+    const char *kind = json_string_value(json_object_get(tm, "kind"));
+    const char *api = json_string_value(json_object_get(tm, "apiVersion"));
+    if (!kind) {
+        rc = kc_err_set(err, KC_EPARSE,
+                        "protobuf body: the runtime.Unknown envelope names no kind "
+                        "(typeMeta.kind is missing)");
+        goto fail;
+    }
+    const pmsg *m = NULL;
+    bool core = api && strcmp(api, "v1") == 0;
+    if (strcmp(kind, "Secret") == 0 && core)
+        m = &SECRET;
+    else if (strcmp(kind, "ConfigMap") == 0 && core)
+        m = &CONFIGMAP;
+    else if (strcmp(kind, "DeleteOptions") == 0)
+        m = &DELETE_OPTS;
+    if (!m) {
+        rc = kc_err_set(err, KC_EUNSUPPORTED,
+                        "protobuf body: kind \"%s\" (apiVersion \"%s\") cannot be decoded from "
+                        "protobuf by kubesim (only v1 Secret, v1 ConfigMap and DeleteOptions); "
+                        "send it as application/json",
+                        kind, api ? api : "");
+        goto fail;
+    }
+    if (!(obj = json_object())) {
+        rc = kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
+        goto fail;
+    }
+    if (api)
+        json_object_set_new(obj, "apiVersion", json_string(api));
+    json_object_set_new(obj, "kind", json_string(kind));
+    if (have_raw && (rc = decode_msg(&raw, m, obj, err)) != KC_OK)
+        goto fail;
+    json_decref(tm);
+    *out = obj;
+    return KC_OK;
+fail:
+    json_decref(obj);
+    json_decref(tm);
+    return rc;
+}

@@ -1,0 +1,361 @@
+/* ks_rbac: RBAC authorization over the Roles, ClusterRoles and bindings held in kubesim's store,
+ * with the matching rules of the real authorizer (k8s.io/kubernetes/plugin/pkg/auth/authorizer). */
+#include "ks_auth.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RBAC_GROUP "rbac.authorization.k8s.io"
+
+enum { T_ROLES, T_CROLES, T_RBS, T_CRBS, T_COUNT };
+static const char *const type_names[T_COUNT] = {"roles", "clusterroles", "rolebindings",
+                                                "clusterrolebindings"};
+
+struct ks_rbac {
+    ks_store *st;
+    pthread_mutex_t mu;
+    const ks_rtype *t[T_COUNT];
+    /* One watch per RBAC type, drained on every check: any event means the snapshot is stale.
+     * Draining synchronously (rather than from a thread) guarantees that a binding committed
+     * before a request is seen by that request. */
+    ks_watch *w[T_COUNT];
+    bool valid;
+    json_t *roles;  /* "ns/name" → Role */
+    json_t *croles; /* "name" → ClusterRole */
+    json_t *rbs;    /* ns → [RoleBinding] */
+    json_t *crbs;   /* [ClusterRoleBinding] */
+};
+
+ks_rbac *ks_rbac_new(ks_store *st)
+{
+    ks_rbac *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    r->st = st;
+    pthread_mutex_init(&r->mu, NULL);
+    return r;
+}
+
+static void drop_snapshot(ks_rbac *r)
+{
+    json_decref(r->roles);
+    json_decref(r->croles);
+    json_decref(r->rbs);
+    json_decref(r->crbs);
+    r->roles = r->croles = r->rbs = r->crbs = NULL;
+    r->valid = false;
+}
+
+void ks_rbac_free(ks_rbac *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < T_COUNT; i++)
+        if (r->w[i])
+            ks_watch_close(r->w[i]);
+    drop_snapshot(r);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+static const char *str_field(const json_t *obj, const char *key)
+{
+    const char *s = json_string_value(json_object_get(obj, key));
+    return s ? s : "";
+}
+
+static const char *meta_field(const json_t *obj, const char *key)
+{
+    return str_field(json_object_get(obj, "metadata"), key);
+}
+
+/* Opens missing watches and drains the open ones; any event or a closed watch invalidates. */
+static void check_fresh(ks_rbac *r)
+{
+    for (int i = 0; i < T_COUNT; i++) {
+        if (!r->t[i]) {
+            r->t[i] = ks_store_type(r->st, RBAC_GROUP, "v1", type_names[i]);
+            if (!r->t[i])
+                continue;
+        }
+        if (!r->w[i]) {
+            ks_watch_opts wo = {.rtype = r->t[i], .from_rv = ks_store_rv(r->st)};
+            if (ks_watch_open(r->st, &wo, &r->w[i], NULL) != KC_OK)
+                r->w[i] = NULL;
+            r->valid = false;
+            continue;
+        }
+        for (;;) {
+            ks_event ev = {0};
+            int got = ks_watch_next(r->w[i], 0, &ev, NULL);
+            if (got == 1) {
+                json_decref(ev.object);
+                r->valid = false;
+                continue;
+            }
+            if (got < 0) {
+                ks_watch_close(r->w[i]);
+                r->w[i] = NULL;
+                r->valid = false;
+            }
+            break;
+        }
+    }
+}
+
+static json_t *list_all(ks_rbac *r, int i)
+{
+    json_t *items = NULL;
+    if (!r->t[i] || ks_list(r->st, r->t[i], NULL, NULL, &items, NULL, NULL, NULL) != KC_OK)
+        return json_array();
+    return items;
+}
+
+static void rebuild(ks_rbac *r)
+{
+    drop_snapshot(r);
+    r->roles = json_object();
+    r->croles = json_object();
+    r->rbs = json_object();
+    json_t *items = list_all(r, T_ROLES);
+    size_t i;
+    json_t *it;
+    char key[600];
+    json_array_foreach(items, i, it)
+    {
+        snprintf(key, sizeof(key), "%s/%s", meta_field(it, "namespace"), meta_field(it, "name"));
+        json_object_set(r->roles, key, it);
+    }
+    json_decref(items);
+    items = list_all(r, T_CROLES);
+    json_array_foreach(items, i, it) json_object_set(r->croles, meta_field(it, "name"), it);
+    json_decref(items);
+    items = list_all(r, T_RBS);
+    json_array_foreach(items, i, it)
+    {
+        const char *ns = meta_field(it, "namespace");
+        json_t *arr = json_object_get(r->rbs, ns);
+        if (!arr) {
+            arr = json_array();
+            json_object_set_new(r->rbs, ns, arr);
+        }
+        json_array_append(arr, it);
+    }
+    json_decref(items);
+    r->crbs = list_all(r, T_CRBS);
+    r->valid = r->roles && r->croles && r->rbs && r->crbs;
+}
+
+static bool list_has(const json_t *arr, const char *want, bool star)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v)
+    {
+        const char *s = json_string_value(v);
+        if (!s)
+            continue;
+        if ((star && strcmp(s, "*") == 0) || strcmp(s, want) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* ResourceMatches of the real authorizer: "*", the exact "resource[/sub]", or "*\/sub". */
+static bool resource_matches(const json_t *resources, const char *resource, const char *sub)
+{
+    char combined[320];
+    if (sub && *sub)
+        snprintf(combined, sizeof(combined), "%s/%s", resource, sub);
+    else
+        snprintf(combined, sizeof(combined), "%s", resource);
+    size_t i;
+    json_t *v;
+    json_array_foreach(resources, i, v)
+    {
+        const char *s = json_string_value(v);
+        if (!s)
+            continue;
+        if (strcmp(s, "*") == 0 || strcmp(s, combined) == 0)
+            return true;
+        if (sub && *sub && strncmp(s, "*/", 2) == 0 && strcmp(s + 2, sub) == 0)
+            return true;
+    }
+    return false;
+}
+
+bool ks_rbac_rule_allows(const json_t *rule, const char *verb, const char *group,
+                         const char *resource, const char *sub, const char *name)
+{
+    if (!json_is_object(rule))
+        return false;
+    if (!list_has(json_object_get(rule, "verbs"), verb, true))
+        return false;
+    if (!list_has(json_object_get(rule, "apiGroups"), group ? group : "", true))
+        return false;
+    if (!resource_matches(json_object_get(rule, "resources"), resource, sub))
+        return false;
+    const json_t *names = json_object_get(rule, "resourceNames");
+    if (json_array_size(names) == 0)
+        return true;
+    /* Rules limited to names never match requests without one (list, create, watch of all). */
+    return name && *name && list_has(names, name, false);
+}
+
+static bool user_in_group(const ks_user *user, const char *group)
+{
+    for (size_t i = 0; i < sizeof(user->groups) / sizeof(user->groups[0]); i++) {
+        if (!user->groups[i][0])
+            break;
+        if (strcmp(user->groups[i], group) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* appliesToUser: binding_ns defaults a ServiceAccount subject's namespace (RoleBindings). */
+static bool subject_matches(const json_t *subj, const ks_user *user, const char *binding_ns)
+{
+    const char *kind = str_field(subj, "kind");
+    const char *name = str_field(subj, "name");
+    if (strcmp(kind, "User") == 0)
+        return strcmp(user->name, name) == 0;
+    if (strcmp(kind, "Group") == 0)
+        return user_in_group(user, name);
+    if (strcmp(kind, "ServiceAccount") == 0) {
+        const char *sa_ns = str_field(subj, "namespace");
+        if (!*sa_ns)
+            sa_ns = binding_ns;
+        if (!*sa_ns)
+            return false;
+        char want[600];
+        snprintf(want, sizeof(want), "system:serviceaccount:%s:%s", sa_ns, name);
+        return strcmp(user->name, want) == 0;
+    }
+    return false;
+}
+
+static bool binding_applies(const json_t *binding, const ks_user *user, const char *binding_ns)
+{
+    size_t i;
+    json_t *s;
+    json_array_foreach(json_object_get(binding, "subjects"), i,
+                       s) if (subject_matches(s, user, binding_ns)) return true;
+    return false;
+}
+
+static bool role_allows(const json_t *role, const char *verb, const char *group,
+                        const char *resource, const char *sub, const char *name)
+{
+    size_t i;
+    json_t *rule;
+    json_array_foreach(
+        json_object_get(role, "rules"), i,
+        rule) if (ks_rbac_rule_allows(rule, verb, group, resource, sub, name)) return true;
+    return false;
+}
+
+void ks_rbac_forbidden_message(char *buf, size_t size, const ks_user *user, const char *verb,
+                               const char *group, const char *resource, const char *sub,
+                               const char *ns)
+{
+    char res[320];
+    if (sub && *sub)
+        snprintf(res, sizeof(res), "%s/%s", resource, sub);
+    else
+        snprintf(res, sizeof(res), "%s", resource);
+    if (ns && *ns)
+        snprintf(buf, size,
+                 "User \"%s\" cannot %s resource \"%s\" in API group \"%s\" in the namespace "
+                 "\"%s\"",
+                 user->name, verb, res, group ? group : "", ns);
+    else
+        snprintf(buf, size,
+                 "User \"%s\" cannot %s resource \"%s\" in API group \"%s\" at the cluster scope",
+                 user->name, verb, res, group ? group : "");
+}
+
+/* Appends one "not found" to the RBAC suffix (as the real authorizer lists broken refs). */
+static void note_missing(char *missing, size_t size, const char *kind, const char *name)
+{
+    size_t len = strlen(missing);
+    if (len + 1 >= size)
+        return;
+    snprintf(missing + len, size - len, "%s%s.rbac.authorization.k8s.io \"%s\" not found",
+             len ? ", " : "", kind, name);
+}
+
+bool ks_rbac_authorize(ks_rbac *r, const ks_user *user, const char *verb, const char *group,
+                       const char *resource, const char *sub, const char *ns, const char *name,
+                       char *reason, size_t reason_size)
+{
+    bool ok = false;
+    char missing[400] = "";
+    if (!group)
+        group = "";
+    if (!ns)
+        ns = "";
+    pthread_mutex_lock(&r->mu);
+    check_fresh(r);
+    if (!r->valid)
+        rebuild(r);
+    size_t i;
+    json_t *b;
+    json_array_foreach(r->crbs, i, b)
+    {
+        if (!binding_applies(b, user, ""))
+            continue;
+        const json_t *ref = json_object_get(b, "roleRef");
+        const char *rname = str_field(ref, "name");
+        if (strcmp(str_field(ref, "kind"), "ClusterRole") != 0)
+            continue;
+        const json_t *role = json_object_get(r->croles, rname);
+        if (!role) {
+            note_missing(missing, sizeof(missing), "clusterrole", rname);
+            continue;
+        }
+        if (role_allows(role, verb, group, resource, sub, name)) {
+            ok = true;
+            goto done;
+        }
+    }
+    if (*ns) {
+        json_array_foreach(json_object_get(r->rbs, ns), i, b)
+        {
+            if (!binding_applies(b, user, ns))
+                continue;
+            const json_t *ref = json_object_get(b, "roleRef");
+            const char *kind = str_field(ref, "kind");
+            const char *rname = str_field(ref, "name");
+            const json_t *role = NULL;
+            if (strcmp(kind, "Role") == 0) {
+                char key[600];
+                snprintf(key, sizeof(key), "%s/%s", ns, rname);
+                role = json_object_get(r->roles, key);
+                if (!role)
+                    note_missing(missing, sizeof(missing), "role", rname);
+            } else if (strcmp(kind, "ClusterRole") == 0) {
+                /* A RoleBinding to a ClusterRole grants its rules in this namespace only. */
+                role = json_object_get(r->croles, rname);
+                if (!role)
+                    note_missing(missing, sizeof(missing), "clusterrole", rname);
+            }
+            if (role && role_allows(role, verb, group, resource, sub, name)) {
+                ok = true;
+                goto done;
+            }
+        }
+    }
+done:
+    pthread_mutex_unlock(&r->mu);
+    if (!ok && reason && reason_size) {
+        ks_rbac_forbidden_message(reason, reason_size, user, verb, group, resource, sub, ns);
+        if (*missing) {
+            size_t len = strlen(reason);
+            snprintf(reason + len, reason_size - len, ": RBAC: %s", missing);
+        }
+    }
+    return ok;
+}

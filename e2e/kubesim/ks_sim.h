@@ -1,0 +1,131 @@
+/* ks_sim: the kubesim process: its options, its parts, and the calls the parts make on each other.
+ */
+#ifndef KS_SIM_H
+#define KS_SIM_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kc_error.h"
+#include "ks_store.h"
+
+typedef struct ks_opts {
+    const char *dir;         /* state dir: kubeconfig, ca.crt, ca.key, tls.crt, tls.key, logs/ */
+    const char *kubeconfig;  /* where to write the kubeconfig (NULL → <dir>/kubeconfig) */
+    const char *listen_host; /* "127.0.0.1" */
+    int https_port;          /* 0 → ephemeral */
+    int http_port;           /* -1 → no plain HTTP listener; 0 → ephemeral */
+    bool rbac;               /* authorize ServiceAccount users with RBAC (admin always allowed) */
+    int pod_start_ms;        /* kubelet: Pending → Running delay (default 200) */
+    int pod_ready_ms;        /* kubelet: Running → Ready delay (default 0) */
+    int node_heartbeat_s;    /* kubelet: node Lease/Ready heartbeat period (default 10) */
+    const char *fleet;       /* YAML fleet file of plain nodes to register, or NULL */
+    const char *image_map;   /* YAML: image (repository[:tag] glob) → local program, or NULL */
+    int verbosity;           /* 0 quiet, 1 writes, 2 every request, 3 bodies */
+    size_t history;          /* watch history events kept (default 100000) */
+    bool no_controllers;     /* serve the API only (tests of the API layer) */
+} ks_opts;
+
+/* An authenticated caller. */
+typedef struct ks_user {
+    char name[256];     /* "admin" or "system:serviceaccount:NS:NAME" */
+    char groups[4][64]; /* "system:masters", "system:serviceaccounts", ... ("" terminated) */
+    bool admin;         /* bypasses RBAC */
+} ks_user;
+
+typedef struct ks_sim ks_sim;
+
+struct ks_server;
+struct ks_controllers;
+struct ks_kubelet;
+struct ks_auth;
+struct ks_admit_state;
+
+struct ks_sim {
+    ks_opts opts;
+    ks_store *store;
+    struct ks_auth *auth;
+    struct ks_server *server;
+    struct ks_controllers *ctl;
+    struct ks_kubelet *kubelet;
+    char *server_url;             /* "https://127.0.0.1:PORT" once listening */
+    char *http_url;               /* "http://127.0.0.1:PORT" or NULL */
+    char *ca_pem;                 /* the cluster CA (PEM) */
+    struct ks_admit_state *admit; /* Service clusterIP/nodePort allocators (ks_admit.h) */
+};
+
+/* ---- ks_types.c: the built-in served types, with their printer columns ---- */
+/* Registers every built-in type (core, apps, coordination, rbac, scheduling, node, policy,
+ * apiextensions, events.k8s.io...). */
+kc_code ks_types_register_builtin(ks_store *st, kc_err *err);
+
+/* ---- ks_admit.c: defaulting and validation (installed as the store's admission hook) ---- */
+kc_code ks_admit(void *sim, const ks_rtype *t, const json_t *old, json_t *obj, bool status_write,
+                 kc_err *err);
+
+/* ---- ks_crd.c: CustomResourceDefinitions become served types ---- */
+/* Called by the controllers when a CRD is added/changed/deleted: registers or unregisters its
+ * served versions and sets the Established / NamesAccepted conditions. */
+kc_code ks_crd_sync(ks_sim *sim, const json_t *crd, bool deleted, kc_err *err);
+/* Validates a custom object against a structural schema (types, required, enum, pattern,
+ * minimum/maximum, x-kubernetes-preserve-unknown-fields); KC_EINVALID naming the field, e.g.
+ * `spec.mig.strategy: Unsupported value: "bogus": supported values: "none", "single", "mixed"`. */
+kc_code ks_crd_validate(const json_t *schema, const json_t *obj, kc_err *err);
+
+/* ---- ks_proto.c: the protobuf bodies client-go sends ---- */
+/* Decodes an `application/vnd.kubernetes.protobuf` body (the "k8s\0" envelope, runtime.Unknown)
+ * of a Secret, ConfigMap or DeleteOptions into its JSON form; anything else → KC_EUNSUPPORTED
+ * with the kind named. */
+kc_code ks_proto_decode(const char *body, size_t len, json_t **out, kc_err *err);
+
+/* ---- ks_auth.c: authentication and RBAC ---- */
+kc_code ks_auth_new(ks_sim *sim, kc_err *err);
+void ks_auth_free(ks_sim *sim);
+const char *ks_auth_admin_token(ks_sim *sim);
+/* Maps an Authorization header to a user: the admin token, or a ServiceAccount token (each SA
+ * gets one, stored in a Secret-like table, see ks_auth_sa_token). KC_EUNAUTHORIZED otherwise. */
+kc_code ks_auth_authenticate(ks_sim *sim, const char *authorization, ks_user *user, kc_err *err);
+/* The bearer token of a ServiceAccount (created on first use); malloc'd. */
+char *ks_auth_sa_token(ks_sim *sim, const char *ns, const char *sa);
+/* RBAC: whether user may do verb (get list watch create update patch delete deletecollection)
+ * on group/resource[/sub] in ns (NULL: cluster scope) named name (NULL: any). Always true for
+ * admin users and when opts.rbac is off. reason gets why not. */
+bool ks_auth_allowed(ks_sim *sim, const ks_user *user, const char *verb, const char *group,
+                     const char *resource, const char *sub, const char *ns, const char *name,
+                     char *reason, size_t reason_size);
+
+/* ---- ks_pki.c: the cluster CA, the serving certificate, the kubeconfig ---- */
+/* Creates (or reuses from opts.dir) a CA and a serving cert for 127.0.0.1/localhost; fills
+ * sim->ca_pem and writes ca.crt, tls.crt, tls.key into opts.dir. *cert_pem and *key_pem malloc'd.
+ */
+kc_code ks_pki_init(ks_sim *sim, char **cert_pem, char **key_pem, kc_err *err);
+/* Writes a kubeconfig (cluster "kubesim", user "admin" with the admin token, context "kubesim",
+ * certificate-authority-data) pointing at sim->server_url. */
+kc_code ks_pki_write_kubeconfig(ks_sim *sim, const char *path, kc_err *err);
+
+/* ---- ks_server.c: the HTTP(S) API server ---- */
+kc_code ks_server_start(ks_sim *sim, const char *cert_pem, const char *key_pem, kc_err *err);
+void ks_server_stop(ks_sim *sim);
+/* Requests per client (user agent + user) and verb/resource, for benchmarks (JSON object). */
+json_t *ks_server_request_stats(ks_sim *sim);
+
+/* ---- ks_controllers.c: GC, namespaces, Deployments, ReplicaSets, DaemonSets, scheduler,
+ * services/endpoints, CRDs ---- */
+kc_code ks_controllers_start(ks_sim *sim, kc_err *err);
+void ks_controllers_stop(ks_sim *sim);
+
+/* ---- ks_kubelet.c: pod lifecycle on the simulated nodes, local processes, logs ---- */
+kc_code ks_kubelet_start(ks_sim *sim, kc_err *err);
+void ks_kubelet_stop(ks_sim *sim);
+/* Registers a node object (used for fleet files of plain nodes). */
+kc_code ks_kubelet_add_node(ks_sim *sim, const json_t *node, kc_err *err);
+/* The log of a pod's container (container NULL: the first). *out malloc'd; tail_lines < 0: all.
+ * KC_ENOTFOUND / KC_EBADREQUEST with the API server's messages. */
+kc_code ks_kubelet_logs(ks_sim *sim, const char *ns, const char *pod, const char *container,
+                        long tail_lines, char **out, size_t *len, kc_err *err);
+/* Appends to a pod's log (nodesim-like programs and simulated containers write here). */
+void ks_kubelet_append_log(ks_sim *sim, const char *ns, const char *pod, const char *container,
+                           const char *text, size_t len);
+
+#endif

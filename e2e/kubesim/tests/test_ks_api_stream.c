@@ -1,0 +1,333 @@
+/* Tests of kubesim's streaming responses: watches (initial events, resume, selectors, 410
+ * expiry, Table events, bookmarks, client disconnects) and pod logs (plain, tail, follow). */
+#include "ks_api_test.h"
+
+#include "kc_watch.h"
+
+#include <pthread.h>
+
+TestSuite(stream, .init = ka_start, .fini = ka_stop, .timeout = 60);
+
+typedef struct events {
+    json_t *list; /* [{"type":..,"object":..}] */
+} events;
+
+static kc_code on_event(kc_watch_type type, json_t *object, void *ud, kc_err *err)
+{
+    events *e = ud;
+    json_array_append_new(
+        e->list, json_pack("{s:s, s:O}", "type", kc_watch_type_name(type), "object", object));
+    return KC_OK;
+}
+
+/* Runs a watch request to its end (the server's timeoutSeconds) and decodes its events. */
+static json_t *watch_all(const char *path, const char *accept, ka_resp *raw)
+{
+    char ac[300];
+    const char *hs[2] = {NULL, NULL};
+    if (accept) {
+        snprintf(ac, sizeof(ac), "Accept: %s", accept);
+        hs[0] = ac;
+    }
+    ka_resp r = ka_http_ex("GET", ka.sim.server_url, path, ka.token, hs, NULL, 15000);
+    cr_assert_eq(r.curl, CURLE_OK, "curl: %s", curl_easy_strerror(r.curl));
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_assert_str_eq(r.ctype, "application/json");
+    events e = {.list = json_array()};
+    kc_watch_decoder d;
+    kc_watch_decoder_init(&d, 0, on_event, &e);
+    kc_err err;
+    cr_assert_eq(kc_watch_decoder_feed(&d, r.body ? r.body : "", r.len, &err), KC_OK, "%s",
+                 err.msg);
+    cr_assert_eq(kc_watch_decoder_finish(&d, &err), KC_OK, "%s", err.msg);
+    kc_watch_decoder_free(&d);
+    if (raw)
+        *raw = r;
+    else
+        ka_resp_free(&r);
+    return e.list;
+}
+
+static const char *ev_type(json_t *evs, size_t i)
+{
+    return json_string_value(json_object_get(json_array_get(evs, i), "type"));
+}
+
+static const char *ev_name(json_t *evs, size_t i)
+{
+    json_t *o = json_object_get(json_array_get(evs, i), "object");
+    return json_string_value(json_object_get(json_object_get(o, "metadata"), "name"));
+}
+
+static char *create_cm(const char *name, const char *tier)
+{
+    json_t *cm = ka_cm(name, "k", "v"), *out = NULL;
+    if (tier)
+        json_object_set_new(json_object_get(cm, "metadata"), "labels",
+                            json_pack("{s:s}", "tier", tier));
+    kc_err err;
+    cr_assert_eq(kc_create(ka.c, &KC_RES_CONFIGMAPS, "default", cm, &out, &err), KC_OK, "%s",
+                 err.msg);
+    char *rv = strdup(
+        json_string_value(json_object_get(json_object_get(out, "metadata"), "resourceVersion")));
+    json_decref(cm);
+    json_decref(out);
+    return rv;
+}
+
+Test(stream, watch_sends_initial_events_then_resumes_from_a_version)
+{
+    free(create_cm("a", "x"));
+    char *rv = create_cm("b", "y");
+    json_t *evs =
+        watch_all("/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1", NULL, NULL);
+    cr_assert_eq(json_array_size(evs), 2);
+    cr_assert_str_eq(ev_type(evs, 0), "ADDED");
+    cr_assert_str_eq(ev_name(evs, 0), "a");
+    cr_assert_str_eq(json_string_value(json_object_get(
+                         json_object_get(json_array_get(evs, 0), "object"), "kind")),
+                     "ConfigMap");
+    json_decref(evs);
+
+    free(create_cm("c", "x"));
+    kc_err err;
+    cr_assert_eq(
+        kc_delete(ka.c, &KC_RES_CONFIGMAPS, "default", "a", KC_PROPAGATE_DEFAULT, NULL, &err),
+        KC_OK);
+    char path[256];
+    snprintf(path, sizeof(path),
+             "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=%s&timeoutSeconds=1",
+             rv);
+    evs = watch_all(path, NULL, NULL);
+    cr_assert_eq(json_array_size(evs), 2, "%s", json_dumps(evs, 0));
+    cr_assert_str_eq(ev_type(evs, 0), "ADDED");
+    cr_assert_str_eq(ev_name(evs, 0), "c");
+    cr_assert_str_eq(ev_type(evs, 1), "DELETED");
+    cr_assert_str_eq(ev_name(evs, 1), "a");
+    json_decref(evs);
+
+    /* Selectors apply to watches; metadata.name narrows to one object. */
+    snprintf(path, sizeof(path),
+             "/api/v1/namespaces/default/configmaps?watch=true&labelSelector=tier%%3Dx&"
+             "resourceVersion=0&timeoutSeconds=1");
+    evs = watch_all(path, NULL, NULL);
+    cr_assert_eq(json_array_size(evs), 1);
+    cr_assert_str_eq(ev_name(evs, 0), "c");
+    json_decref(evs);
+    evs = watch_all("/api/v1/configmaps?watch=true&fieldSelector=metadata.name%3Db&"
+                    "timeoutSeconds=1",
+                    NULL, NULL);
+    cr_assert_eq(json_array_size(evs), 1);
+    cr_assert_str_eq(ev_name(evs, 0), "b");
+    json_decref(evs);
+    free(rv);
+}
+
+Test(stream, watch_of_compacted_history_is_one_410_error_event)
+{
+    char *rv = create_cm("old", NULL);
+    free(create_cm("newer", NULL));
+    ka_resp r = ka_http("POST", "/kubesim/compact", NULL, NULL, NULL);
+    cr_assert_eq(r.status, 200);
+    ka_resp_free(&r);
+    free(create_cm("newest", NULL));
+    char path[256];
+    snprintf(path, sizeof(path),
+             "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=%s", rv);
+    /* No timeoutSeconds: the stream must end by itself after the ERROR event. */
+    json_t *evs = watch_all(path, NULL, NULL);
+    cr_assert_eq(json_array_size(evs), 1);
+    cr_assert_str_eq(ev_type(evs, 0), "ERROR");
+    json_t *st = json_object_get(json_array_get(evs, 0), "object");
+    cr_assert(strstr(ka_status(st, 410, "Expired"), "too old resource version"));
+    json_decref(evs);
+    free(rv);
+}
+
+Test(stream, watch_as_table_sends_table_events)
+{
+    free(create_cm("t1", NULL));
+    json_t *evs = watch_all("/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1",
+                            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json", NULL);
+    cr_assert_eq(json_array_size(evs), 1);
+    json_t *t = json_object_get(json_array_get(evs, 0), "object");
+    cr_assert_str_eq(json_string_value(json_object_get(t, "kind")), "Table");
+    cr_assert_str_eq(json_string_value(json_object_get(t, "apiVersion")), "meta.k8s.io/v1");
+    cr_assert(json_array_size(json_object_get(t, "columnDefinitions")) >= 2);
+    json_t *row = json_array_get(json_object_get(t, "rows"), 0);
+    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(row, "cells"), 0)), "t1");
+    json_decref(evs);
+}
+
+Test(stream, send_initial_events_ends_with_a_marked_bookmark)
+{
+    free(create_cm("s1", NULL));
+    free(create_cm("s2", NULL));
+    json_t *evs = watch_all("/api/v1/namespaces/default/configmaps?watch=true&"
+                            "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&"
+                            "allowWatchBookmarks=true&timeoutSeconds=1",
+                            NULL, NULL);
+    cr_assert_geq(json_array_size(evs), 3);
+    cr_assert_str_eq(ev_type(evs, 0), "ADDED");
+    cr_assert_str_eq(ev_name(evs, 1), "s2");
+    cr_assert_str_eq(ev_type(evs, 2), "BOOKMARK");
+    json_t *meta = json_object_get(json_object_get(json_array_get(evs, 2), "object"), "metadata");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(meta, "annotations"),
+                                                       "k8s.io/initial-events-end")),
+                     "true");
+    cr_assert_not_null(json_object_get(meta, "resourceVersion"));
+    json_decref(evs);
+}
+
+Test(stream, watch_without_bookmark_flag_sends_no_bookmarks)
+{
+    free(create_cm("q", NULL));
+    json_t *evs =
+        watch_all("/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=2", NULL, NULL);
+    for (size_t i = 0; i < json_array_size(evs); i++)
+        cr_assert_str_neq(ev_type(evs, i), "BOOKMARK");
+    json_decref(evs);
+}
+
+/* Writes while a watch is open arrive as events, each flushed on its own. */
+typedef struct writer_args {
+    int n;
+} writer_args;
+
+static void *writer(void *arg)
+{
+    writer_args *w = arg;
+    usleep(300 * 1000);
+    for (int i = 0; i < w->n; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "live-%d", i);
+        json_t *cm = ka_cm(name, "k", "v");
+        kc_create(ka.c, &KC_RES_CONFIGMAPS, "default", cm, NULL, NULL);
+        json_decref(cm);
+    }
+    return NULL;
+}
+
+Test(stream, live_events_reach_an_open_watch)
+{
+    char *rv = create_cm("base", NULL);
+    writer_args w = {.n = 20};
+    pthread_t th;
+    pthread_create(&th, NULL, writer, &w);
+    char path[256];
+    snprintf(path, sizeof(path),
+             "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=%s&"
+             "timeoutSeconds=2",
+             rv);
+    json_t *evs = watch_all(path, NULL, NULL);
+    pthread_join(th, NULL);
+    cr_assert_eq(json_array_size(evs), 20, "%zu events", json_array_size(evs));
+    cr_assert_str_eq(ev_name(evs, 0), "live-0");
+    cr_assert_str_eq(ev_name(evs, 19), "live-19");
+    json_decref(evs);
+    free(rv);
+}
+
+Test(stream, client_disconnect_closes_the_store_watch)
+{
+    ks_store_stats before, after;
+    ks_store_get_stats(ka.sim.store, &before);
+    ka_resp r =
+        ka_http_ex("GET", ka.sim.server_url, "/api/v1/namespaces/default/configmaps?watch=true",
+                   ka.token, NULL, NULL, 500);
+    cr_assert_eq(r.curl, CURLE_OPERATION_TIMEDOUT);
+    ka_resp_free(&r);
+    bool closed = false;
+    for (int i = 0; i < 40 && !closed; i++) {
+        ks_store_get_stats(ka.sim.store, &after);
+        closed = after.watchers <= before.watchers;
+        if (!closed)
+            usleep(100 * 1000);
+    }
+    cr_assert(closed, "watchers %llu → %llu", (unsigned long long)before.watchers,
+              (unsigned long long)after.watchers);
+}
+
+Test(stream, watch_with_a_bad_version_is_400)
+{
+    ka_resp r = ka_http("GET", "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=x",
+                        NULL, NULL, NULL);
+    cr_assert_eq(r.status, 400, "%s", r.body);
+    ka_resp_free(&r);
+    r = ka_http("GET", "/api/v1/namespaces/default/configmaps?watch=true&fieldSelector=spec.x%3D1",
+                NULL, NULL, NULL);
+    cr_assert_eq(r.status, 400, "%s", r.body);
+    ka_resp_free(&r);
+}
+
+/* ---- logs ---- */
+
+TestSuite(logs, .fini = ka_stop, .timeout = 60);
+
+static void make_pod(const char *name)
+{
+    json_t *p = json_pack("{s:{s:s}, s:{s:[{s:s, s:s}]}}", "metadata", "name", name, "spec",
+                          "containers", "name", "main", "image", "busybox");
+    kc_err err;
+    cr_assert_eq(kc_create(ka.c, &KC_RES_PODS, "default", p, NULL, &err), KC_OK, "%s", err.msg);
+    json_decref(p);
+}
+
+Test(logs, log_endpoint_returns_text_and_tails)
+{
+    ka_start_opts(false, true);
+    make_pod("lp");
+    const char *text = "one\ntwo\nthree\n";
+    ks_kubelet_append_log(&ka.sim, "default", "lp", "main", text, strlen(text));
+    ka_resp r = ka_http("GET", "/api/v1/namespaces/default/pods/lp/log", NULL, NULL, NULL);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_assert_str_eq(r.body, text);
+    cr_assert(!strncmp(r.ctype, "text/plain", 10), "%s", r.ctype);
+    ka_resp_free(&r);
+    r = ka_http("GET", "/api/v1/namespaces/default/pods/lp/log?tailLines=1&container=main", NULL,
+                NULL, NULL);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_assert_str_eq(r.body, "three\n");
+    ka_resp_free(&r);
+    r = ka_http("GET", "/api/v1/namespaces/default/pods/lp/log?container=nope", NULL, NULL, NULL);
+    cr_assert_eq(r.status, 400, "%s", r.body);
+    ka_resp_free(&r);
+    r = ka_http("GET", "/api/v1/namespaces/default/pods/missing/log", NULL, NULL, NULL);
+    cr_assert_eq(r.status, 404, "%s", r.body);
+    json_t *st = ka_json(&r);
+    cr_assert_str_eq(ka_status(st, 404, "NotFound"), "pods \"missing\" not found");
+    json_decref(st);
+    ka_resp_free(&r);
+}
+
+static void *appender(void *arg)
+{
+    (void)arg;
+    usleep(400 * 1000);
+    ks_kubelet_append_log(&ka.sim, "default", "fp", "main", "later\n", 6);
+    usleep(400 * 1000);
+    ks_delete_opts o = {.grace_period_seconds = 0};
+    kc_err err;
+    json_t *out = NULL;
+    ks_delete(ka.sim.store, ks_store_type(ka.sim.store, "", "v1", "pods"), "default", "fp", &o,
+              &out, &err);
+    json_decref(out);
+    return NULL;
+}
+
+Test(logs, follow_streams_new_output_until_the_pod_is_gone)
+{
+    ka_start_opts(false, true);
+    make_pod("fp");
+    ks_kubelet_append_log(&ka.sim, "default", "fp", "main", "first\n", 6);
+    pthread_t th;
+    pthread_create(&th, NULL, appender, NULL);
+    ka_resp r =
+        ka_http_ex("GET", ka.sim.server_url, "/api/v1/namespaces/default/pods/fp/log?follow=true",
+                   ka.token, NULL, NULL, 10000);
+    pthread_join(th, NULL);
+    cr_assert_eq(r.curl, CURLE_OK, "%s", curl_easy_strerror(r.curl));
+    cr_assert_eq(r.status, 200);
+    cr_assert_str_eq(r.body, "first\nlater\n");
+    ka_resp_free(&r);
+}

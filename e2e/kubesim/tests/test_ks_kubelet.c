@@ -1,0 +1,843 @@
+/* Tests for kubesim's kubelet: node registration and heartbeats, the pod lifecycle (Pending →
+ * Running → Ready, init containers, extended-resource admission, node readiness), mapped images
+ * run as real processes (exit codes, logs, env and downward API, restarts, probes, deletion), and
+ * never overwriting an outcome another writer decided. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kc_base64.h"
+#include "ks_auth.h"
+#include "ks_kubelet.h"
+#include "ks_pki.h"
+#include "ks_sim.h"
+#include "testsrv.h"
+
+/* Generous: under valgrind every mapped /bin/sh runs under valgrind too. */
+#define WAIT_MS 30000
+
+static char tdir[64];
+static char mapfile[128];
+static ks_sim *S;
+static const ks_rtype *T_PODS, *T_NODES;
+
+static void setup(void)
+{
+    snprintf(tdir, sizeof(tdir), "/tmp/kskubelet.XXXXXX");
+    cr_assert_not_null(mkdtemp(tdir));
+    snprintf(mapfile, sizeof(mapfile), "%s/images.yaml", tdir);
+    const char *map = "images:\n"
+                      "- image: \"local/sh*\"\n"
+                      "  program: /bin/sh\n"
+                      "- image: \"local/echo-prefix:*\"\n"
+                      "  program: /bin/echo\n"
+                      "  args_prefix: [\"--from-map\"]\n";
+    cr_assert_eq(ks_pki_write_file(mapfile, map, strlen(map), 0644, NULL), KC_OK);
+    S = calloc(1, sizeof(*S));
+    S->opts.dir = tdir;
+    S->opts.node_heartbeat_s = 1;
+    S->opts.image_map = mapfile;
+    S->store = ks_store_new(0);
+    kc_err e = {0};
+    cr_assert_eq(ks_types_register_builtin(S->store, &e), KC_OK, "%s", e.msg);
+    cr_assert_eq(ks_auth_new(S, &e), KC_OK, "%s", e.msg);
+    S->ca_pem = strdup("-----BEGIN CERTIFICATE-----\ntest\n-----END CERTIFICATE-----\n");
+    S->server_url = strdup("https://127.0.0.1:6443");
+    T_PODS = ks_store_type(S->store, "", "v1", "pods");
+    T_NODES = ks_store_type(S->store, "", "v1", "nodes");
+}
+
+static void start(int start_ms, int ready_ms)
+{
+    S->opts.pod_start_ms = start_ms;
+    S->opts.pod_ready_ms = ready_ms;
+    kc_err e = {0};
+    cr_assert_eq(ks_kubelet_start(S, &e), KC_OK, "%s", e.msg);
+    ks_kubelet_tuning t = {.grace_cap_ms = 300, .backoff_ms = 100, .backoff_max_ms = 400};
+    ks_kubelet_tune(S, &t);
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+static void teardown(void)
+{
+    ks_kubelet_stop(S);
+    ks_auth_free(S);
+    ks_store_free(S->store);
+    free(S->ca_pem);
+    free(S->server_url);
+    free(S);
+    nftw(tdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+TestSuite(kubelet, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(proc);
+
+/* ---- helpers ---- */
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+static json_t *parse(const char *text)
+{
+    json_error_t je;
+    json_t *o = json_loads(text, 0, &je);
+    cr_assert_not_null(o, "bad test JSON (%s): %s", je.text, text);
+    return o;
+}
+
+static void add_node(const char *text)
+{
+    json_t *n = parse(text);
+    kc_err e = {0};
+    cr_assert_eq(ks_kubelet_add_node(S, n, &e), KC_OK, "%s", e.msg);
+    json_decref(n);
+}
+
+static void create(const char *resource, const char *text)
+{
+    const ks_rtype *t = ks_store_type(S->store, "", "v1", resource);
+    kc_err e = {0};
+    cr_assert_eq(ks_create(S->store, t, "default", parse(text), NULL, &e), KC_OK, "%s", e.msg);
+}
+
+static json_t *get_pod(const char *name)
+{
+    json_t *o = NULL;
+    if (ks_get(S->store, T_PODS, "default", name, &o, NULL) != KC_OK)
+        return NULL;
+    return o;
+}
+
+/* A dotted path into obj; numeric segments index arrays. */
+static const json_t *jpath(const json_t *o, const char *path)
+{
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", path);
+    char *save = NULL;
+    for (char *seg = strtok_r(buf, ".", &save); seg && o; seg = strtok_r(NULL, ".", &save)) {
+        if (json_is_array(o))
+            o = json_array_get(o, (size_t)atoi(seg));
+        else
+            o = json_object_get(o, seg);
+    }
+    return o;
+}
+
+static const char *jstr(const json_t *o, const char *path)
+{
+    return json_string_value(jpath(o, path));
+}
+
+static const char *cond(const json_t *pod, const char *type)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(jpath(pod, "status.conditions"), i,
+                       c) if (!strcmp(json_string_value(json_object_get(c, "type")),
+                                      type)) return json_string_value(json_object_get(c, "status"));
+    return NULL;
+}
+
+typedef bool (*pod_pred)(const json_t *pod, const void *arg);
+
+static json_t *wait_pod(const char *name, pod_pred pred, const void *arg, const char *what)
+{
+    long long end = now_ms() + WAIT_MS;
+    json_t *last = NULL;
+    while (now_ms() < end) {
+        json_decref(last);
+        last = get_pod(name);
+        if (last && pred(last, arg))
+            return last;
+        usleep(20000);
+    }
+    char *dump = last ? json_dumps(last, JSON_INDENT(1)) : NULL;
+    cr_assert_fail("pod %s never got %s; last state: %s", name, what, dump ? dump : "(gone)");
+    return NULL;
+}
+
+static bool phase_is(const json_t *pod, const void *arg)
+{
+    const char *p = jstr(pod, "status.phase");
+    return p && !strcmp(p, arg);
+}
+
+static bool is_ready(const json_t *pod, const void *arg)
+{
+    const char *s = cond(pod, "Ready");
+    return s && !strcmp(s, arg);
+}
+
+static bool restarted(const json_t *pod, const void *arg)
+{
+    return json_integer_value(jpath(pod, "status.containerStatuses.0.restartCount")) >=
+           *(const int *)arg;
+}
+
+static char *logs_of(const char *pod)
+{
+    char *out = NULL;
+    kc_err e = {0};
+    cr_assert_eq(ks_kubelet_logs(S, "default", pod, NULL, -1, &out, NULL, &e), KC_OK, "%s", e.msg);
+    return out;
+}
+
+static char *wait_log(const char *pod, const char *needle)
+{
+    long long end = now_ms() + WAIT_MS;
+    while (now_ms() < end) {
+        char *out = NULL;
+        if (ks_kubelet_logs(S, "default", pod, NULL, -1, &out, NULL, NULL) == KC_OK &&
+            strstr(out, needle))
+            return out;
+        free(out);
+        usleep(20000);
+    }
+    cr_assert_fail("log of %s never showed %s", pod, needle);
+    return NULL;
+}
+
+#define NODE_N1 "{\"metadata\":{\"name\":\"n1\"}}"
+
+/* ---- nodes ---- */
+
+Test(kubelet, add_node_registers_a_full_node_and_a_renewed_lease)
+{
+    start(0, 0);
+    add_node("{\"metadata\":{\"name\":\"g1\",\"labels\":{\"pool\":\"a\"}},\"status\":"
+             "{\"capacity\":{\"cpu\":\"4\",\"memory\":\"8Gi\",\"nvidia.com/gpu\":\"2\"}}}");
+    json_t *n = NULL;
+    cr_assert_eq(ks_get(S->store, T_NODES, NULL, "g1", &n, NULL), KC_OK);
+    cr_assert_str_eq(jstr(n, "metadata.labels.pool"), "a");
+    cr_assert_str_eq(
+        json_string_value(json_object_get(jpath(n, "metadata.labels"), "kubernetes.io/hostname")),
+        "g1");
+    cr_assert_str_eq(jstr(n, "status.capacity.cpu"), "4");
+    cr_assert_str_eq(jstr(n, "status.capacity.pods"), "110");
+    cr_assert_str_eq(
+        json_string_value(json_object_get(jpath(n, "status.allocatable"), "nvidia.com/gpu")), "2");
+    cr_assert_str_eq(jstr(n, "status.nodeInfo.kubeletVersion"), "v1.32.0");
+    cr_assert_str_eq(jstr(n, "status.nodeInfo.containerRuntimeVersion"), "containerd://1.7.0");
+    cr_assert_str_eq(jstr(n, "status.nodeInfo.architecture"), "amd64");
+    cr_assert_str_eq(jstr(n, "status.nodeInfo.operatingSystem"), "linux");
+    cr_assert_str_eq(jstr(n, "status.addresses.0.type"), "InternalIP");
+    cr_assert(!strncmp(jstr(n, "status.addresses.0.address"), "10.0.", 5));
+    cr_assert_str_eq(jstr(n, "status.addresses.1.type"), "Hostname");
+    cr_assert_str_eq(cond(n, "Ready"), "True");
+    size_t i;
+    json_t *c;
+    json_array_foreach(jpath(n, "status.conditions"), i,
+                       c) if (!strcmp(json_string_value(json_object_get(c, "type")), "Ready"))
+        cr_assert_str_eq(json_string_value(json_object_get(c, "reason")), "KubeletReady");
+    json_decref(n);
+    const ks_rtype *lt = ks_store_type(S->store, "coordination.k8s.io", "v1", "leases");
+    json_t *lease = NULL;
+    cr_assert_eq(ks_get(S->store, lt, "kube-node-lease", "g1", &lease, NULL), KC_OK);
+    cr_assert_str_eq(jstr(lease, "spec.holderIdentity"), "g1");
+    char *first = strdup(jstr(lease, "spec.renewTime"));
+    json_decref(lease);
+    long long end = now_ms() + WAIT_MS;
+    bool renewed = false;
+    while (!renewed && now_ms() < end) {
+        usleep(100000);
+        cr_assert_eq(ks_get(S->store, lt, "kube-node-lease", "g1", &lease, NULL), KC_OK);
+        renewed = strcmp(jstr(lease, "spec.renewTime"), first) != 0;
+        json_decref(lease);
+    }
+    cr_assert(renewed, "the lease was never renewed");
+    free(first);
+    kc_err e = {0};
+    json_t *dup = parse("{\"metadata\":{\"name\":\"g1\"}}");
+    cr_assert_eq(ks_kubelet_add_node(S, dup, &e), KC_EALREADYEXISTS);
+    json_decref(dup);
+    json_t *noname = parse("{\"metadata\":{}}");
+    cr_assert_eq(ks_kubelet_add_node(S, noname, &e), KC_EINVALID);
+    cr_assert_not_null(strstr(e.msg, "metadata.name"));
+    json_decref(noname);
+}
+
+/* ---- pod lifecycle ---- */
+
+Test(kubelet, bound_pod_goes_pending_then_running_and_ready)
+{
+    start(300, 0);
+    add_node(NODE_N1);
+    create("pods", "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\","
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"nginx:1.25\"}]}}");
+    json_t *p = wait_pod("p", phase_is, "Pending", "phase Pending");
+    cr_assert_str_eq(cond(p, "PodScheduled"), "True");
+    cr_assert_null(jpath(p, "status.podIP"));
+    cr_assert_str_eq(jstr(p, "status.containerStatuses.0.state.waiting.reason"),
+                     "ContainerCreating");
+    json_decref(p);
+    p = wait_pod("p", phase_is, "Running", "phase Running");
+    json_t *node = NULL;
+    cr_assert_eq(ks_get(S->store, T_NODES, NULL, "n1", &node, NULL), KC_OK);
+    cr_assert_str_eq(jstr(p, "status.hostIP"), jstr(node, "status.addresses.0.address"));
+    json_decref(node);
+    cr_assert(!strncmp(jstr(p, "status.podIP"), "10.244.", 7), "%s", jstr(p, "status.podIP"));
+    cr_assert_not_null(jstr(p, "status.startTime"));
+    const json_t *cs = jpath(p, "status.containerStatuses.0");
+    cr_assert_str_eq(jstr(cs, "name"), "c");
+    cr_assert_str_eq(jstr(cs, "image"), "nginx:1.25");
+    cr_assert_not_null(strstr(jstr(cs, "imageID"), "nginx@sha256:"));
+    cr_assert(!strncmp(jstr(cs, "containerID"), "containerd://", 13));
+    cr_assert(json_is_true(jpath(cs, "ready")));
+    cr_assert(json_is_true(jpath(cs, "started")));
+    cr_assert_eq(json_integer_value(jpath(cs, "restartCount")), 0);
+    cr_assert_not_null(jstr(cs, "state.running.startedAt"));
+    cr_assert_str_eq(cond(p, "Ready"), "True");
+    cr_assert_str_eq(cond(p, "ContainersReady"), "True");
+    cr_assert_str_eq(cond(p, "Initialized"), "True");
+    json_decref(p);
+    /* The kubelet's events for kubectl describe. */
+    const ks_rtype *et = ks_store_type(S->store, "", "v1", "events");
+    json_t *items = NULL;
+    cr_assert_eq(ks_list(S->store, et, "default", NULL, &items, NULL, NULL, NULL), KC_OK);
+    bool started = false;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(items, i, ev) started =
+        started ||
+        (!strcmp(jstr(ev, "reason"), "Started") && !strcmp(jstr(ev, "involvedObject.name"), "p"));
+    json_decref(items);
+    cr_assert(started, "no Started event");
+}
+
+Test(kubelet, init_containers_complete_and_ready_waits_for_the_delay)
+{
+    start(0, 500);
+    add_node(NODE_N1);
+    create("pods", "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\","
+                   "\"initContainers\":[{\"name\":\"init\",\"image\":\"busybox\"}],"
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"nginx\"}]}}");
+    json_t *p = wait_pod("p", phase_is, "Running", "phase Running");
+    long long seen = now_ms();
+    cr_assert_str_eq(jstr(p, "status.initContainerStatuses.0.state.terminated.reason"),
+                     "Completed");
+    cr_assert_eq(json_integer_value(jpath(p, "status.initContainerStatuses.0.state.terminated."
+                                             "exitCode")),
+                 0);
+    cr_assert_str_eq(cond(p, "Initialized"), "True");
+    cr_assert_str_eq(cond(p, "Ready"), "False");
+    json_decref(p);
+    p = wait_pod("p", is_ready, "True", "Ready");
+    cr_assert(now_ms() - seen > 200, "ready after %lld ms only", now_ms() - seen);
+    json_decref(p);
+}
+
+Test(kubelet, unbound_external_and_unknown_node_pods)
+{
+    start(0, 0);
+    add_node("{\"metadata\":{\"name\":\"ext\",\"labels\":{\"kubesim.io/external\":\"true\"}}}");
+    create("pods", "{\"metadata\":{\"name\":\"free\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+                   "\"image\":\"x\"}]}}");
+    create("pods", "{\"metadata\":{\"name\":\"onext\"},\"spec\":{\"nodeName\":\"ext\","
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]}}");
+    create("pods", "{\"metadata\":{\"name\":\"later\"},\"spec\":{\"nodeName\":\"late\","
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]}}");
+    usleep(400000);
+    const char *names[] = {"free", "onext", "later"};
+    for (int i = 0; i < 3; i++) {
+        json_t *p = get_pod(names[i]);
+        cr_assert_null(jpath(p, "status.phase"), "%s got a phase", names[i]);
+        json_decref(p);
+    }
+    add_node("{\"metadata\":{\"name\":\"late\"}}");
+    json_decref(wait_pod("later", phase_is, "Running", "Running once its node exists"));
+}
+
+Test(kubelet, extended_resources_beyond_the_node_fail_the_pod)
+{
+    start(0, 0);
+    add_node("{\"metadata\":{\"name\":\"g1\"},\"status\":{\"capacity\":{\"nvidia.com/gpu\":"
+             "\"1\"}}}");
+    add_node(NODE_N1);
+    const char *fmt = "{\"metadata\":{\"name\":\"%s\"},\"spec\":{\"nodeName\":\"%s\","
+                      "\"containers\":[{\"name\":\"c\",\"image\":\"cuda\",\"resources\":"
+                      "{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}";
+    char buf[512];
+    snprintf(buf, sizeof(buf), fmt, "a", "g1");
+    create("pods", buf);
+    json_decref(wait_pod("a", phase_is, "Running", "Running"));
+    snprintf(buf, sizeof(buf), fmt, "b", "g1");
+    create("pods", buf);
+    json_t *p = wait_pod("b", phase_is, "Failed", "Failed");
+    cr_assert_str_eq(jstr(p, "status.reason"), "OutOfnvidia.com/gpu");
+    cr_assert_not_null(strstr(jstr(p, "status.message"), "requested: 1, used: 1, capacity: 1"),
+                       "%s", jstr(p, "status.message"));
+    json_decref(p);
+    snprintf(buf, sizeof(buf), fmt, "c", "n1");
+    create("pods", buf);
+    p = wait_pod("c", phase_is, "Failed", "Failed");
+    cr_assert_not_null(strstr(jstr(p, "status.message"), "capacity: 0"));
+    json_decref(p);
+}
+
+static kc_code set_node_ready(void *ud, json_t *obj, kc_err *err)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(jpath(obj, "status.conditions"), i,
+                       c) if (!strcmp(json_string_value(json_object_get(c, "type")), "Ready"))
+        json_object_set_new(c, "status", json_string(ud));
+    return KC_OK;
+}
+
+Test(kubelet, node_not_ready_makes_its_pods_unready)
+{
+    start(0, 0);
+    add_node(NODE_N1);
+    create("pods", "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\","
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]}}");
+    json_decref(wait_pod("p", is_ready, "True", "Ready"));
+    cr_assert_eq(ks_mutate(S->store, T_NODES, NULL, "n1", KS_WRITE_STATUS, set_node_ready, "False",
+                           NULL, NULL),
+                 KC_OK);
+    json_t *p = wait_pod("p", is_ready, "False", "Ready=False");
+    cr_assert_str_eq(cond(p, "ContainersReady"), "True");
+    cr_assert_str_eq(jstr(p, "status.phase"), "Running");
+    json_decref(p);
+    cr_assert_eq(ks_mutate(S->store, T_NODES, NULL, "n1", KS_WRITE_STATUS, set_node_ready, "True",
+                           NULL, NULL),
+                 KC_OK);
+    json_decref(wait_pod("p", is_ready, "True", "Ready again"));
+}
+
+static kc_code finish_pod(void *ud, json_t *obj, kc_err *err)
+{
+    json_t *st = json_object_get(obj, "status");
+    json_object_set_new(st, "phase", json_string("Succeeded"));
+    json_object_set_new(st, "reason", json_string("DecidedByTest"));
+    return KC_OK;
+}
+
+Test(kubelet, a_phase_set_by_another_writer_is_not_overwritten)
+{
+    start(0, 600);
+    add_node(NODE_N1);
+    create("pods",
+           "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\","
+           "\"restartPolicy\":\"Never\",\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]}}");
+    json_decref(wait_pod("p", phase_is, "Running", "Running"));
+    cr_assert_eq(
+        ks_mutate(S->store, T_PODS, "default", "p", KS_WRITE_STATUS, finish_pod, NULL, NULL, NULL),
+        KC_OK);
+    /* The ready delay fires meanwhile: the kubelet must not write over the outcome. */
+    usleep(1000000);
+    json_t *p = get_pod("p");
+    cr_assert_str_eq(jstr(p, "status.phase"), "Succeeded");
+    cr_assert_str_eq(jstr(p, "status.reason"), "DecidedByTest");
+    cr_assert_str_neq(cond(p, "Ready"), "True");
+    json_decref(p);
+}
+
+/* ---- mapped images: real processes ---- */
+
+Test(kubelet, mapped_image_exit_code_fails_the_pod_with_its_logs)
+{
+    start(0, 0);
+    add_node(NODE_N1);
+    create("pods", "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\","
+                   "\"restartPolicy\":\"Never\",\"containers\":[{\"name\":\"c\",\"image\":"
+                   "\"local/sh:1\",\"command\":[\"sh\",\"-c\",\"echo hello; echo oops >&2; exit "
+                   "3\"]}]}}");
+    json_t *p = wait_pod("p", phase_is, "Failed", "Failed");
+    const json_t *t = jpath(p, "status.containerStatuses.0.state.terminated");
+    cr_assert_eq(json_integer_value(json_object_get(t, "exitCode")), 3);
+    cr_assert_str_eq(jstr(t, "reason"), "Error");
+    cr_assert_not_null(jstr(t, "finishedAt"));
+    cr_assert_str_eq(cond(p, "Ready"), "False");
+    json_decref(p);
+    char *log = logs_of("p");
+    cr_assert_not_null(strstr(log, "hello\n"), "%s", log);
+    cr_assert_not_null(strstr(log, "oops\n"), "%s", log);
+    free(log);
+    char path[256], *file = NULL;
+    snprintf(path, sizeof(path), "%s/logs/default_p_c.log", tdir);
+    cr_assert_eq(ks_pki_read_file(path, &file, NULL, NULL), KC_OK);
+    cr_assert_not_null(strstr(file, "hello"));
+    free(file);
+}
+
+Test(kubelet, args_prefix_and_args_reach_the_program)
+{
+    start(0, 0);
+    add_node(NODE_N1);
+    create("pods", "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\","
+                   "\"restartPolicy\":\"OnFailure\",\"containers\":[{\"name\":\"c\",\"image\":"
+                   "\"local/echo-prefix:v1\",\"args\":[\"a1\",\"$(MSG)\"],\"env\":[{\"name\":"
+                   "\"MSG\",\"value\":\"hi\"}]}]}}");
+    json_decref(wait_pod("p", phase_is, "Succeeded", "Succeeded"));
+    char *log = logs_of("p");
+    cr_assert_str_eq(log, "--from-map a1 hi\n");
+    free(log);
+}
+
+Test(kubelet, env_downward_api_secrets_configmaps_and_token)
+{
+    start(0, 0);
+    add_node(NODE_N1);
+    char *b64 = kc_base64_encode((const unsigned char *)"sekret", 6);
+    char buf[256];
+    snprintf(buf, sizeof(buf), "{\"metadata\":{\"name\":\"s\"},\"data\":{\"k\":\"%s\"}}", b64);
+    free(b64);
+    create("secrets", buf);
+    create("configmaps", "{\"metadata\":{\"name\":\"cm\"},\"data\":{\"k\":\"cmval\"}}");
+    create("pods",
+           "{\"metadata\":{\"name\":\"p\",\"labels\":{\"app\":\"demo\"}},\"spec\":{"
+           "\"nodeName\":\"n1\",\"serviceAccountName\":\"op\",\"restartPolicy\":\"Never\","
+           "\"containers\":[{\"name\":\"c\",\"image\":\"local/sh\",\"command\":[\"/bin/sh\","
+           "\"-c\"],\"args\":[\"echo NAME=$POD_NAME NS=$POD_NAMESPACE NODE=$NODE_NAME "
+           "IP=$POD_IP LBL=$LBL EXP=$EXP SEC=$SEC CM=$CM CMK=$CM_k "
+           "HOST=$KUBERNETES_SERVICE_HOST PORT=$KUBERNETES_SERVICE_PORT; cat "
+           "$KC_INCLUSTER_ROOT/namespace; echo; echo TOKEN=$(cat $KC_INCLUSTER_ROOT/token)\"],"
+           "\"envFrom\":[{\"prefix\":\"CM_\",\"configMapRef\":{\"name\":\"cm\"}}],"
+           "\"env\":[{\"name\":\"POD_NAME\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":"
+           "\"metadata.name\"}}},{\"name\":\"POD_NAMESPACE\",\"valueFrom\":{\"fieldRef\":"
+           "{\"fieldPath\":\"metadata.namespace\"}}},{\"name\":\"NODE_NAME\",\"valueFrom\":"
+           "{\"fieldRef\":{\"fieldPath\":\"spec.nodeName\"}}},{\"name\":\"POD_IP\","
+           "\"valueFrom\":{\"fieldRef\":{\"fieldPath\":\"status.podIP\"}}},{\"name\":\"LBL\","
+           "\"valueFrom\":{\"fieldRef\":{\"fieldPath\":\"metadata.labels['app']\"}}},"
+           "{\"name\":\"PLAIN\",\"value\":\"v1\"},{\"name\":\"EXP\",\"value\":\"$(PLAIN)-x\"},"
+           "{\"name\":\"SEC\",\"valueFrom\":{\"secretKeyRef\":{\"name\":\"s\",\"key\":\"k\"}}},"
+           "{\"name\":\"CM\",\"valueFrom\":{\"configMapKeyRef\":{\"name\":\"cm\",\"key\":"
+           "\"k\"}}}]}]}}");
+    json_t *p = wait_pod("p", phase_is, "Succeeded", "Succeeded");
+    char want[256];
+    snprintf(want, sizeof(want),
+             "NAME=p NS=default NODE=n1 IP=%s LBL=demo EXP=v1-x SEC=sekret CM=cmval CMK=cmval "
+             "HOST=127.0.0.1 PORT=6443\ndefault\n",
+             jstr(p, "status.podIP"));
+    json_decref(p);
+    char *log = logs_of("p");
+    cr_assert_not_null(strstr(log, want), "got:\n%s\nwant:\n%s", log, want);
+    char *tok = strstr(log, "TOKEN=");
+    cr_assert_not_null(tok);
+    tok += 6;
+    tok[strcspn(tok, "\n")] = '\0';
+    char hdr[200];
+    snprintf(hdr, sizeof(hdr), "Bearer %s", tok);
+    ks_user u;
+    cr_assert_eq(ks_auth_authenticate(S, hdr, &u, NULL), KC_OK, "token %s", tok);
+    cr_assert_str_eq(u.name, "system:serviceaccount:default:op");
+    free(log);
+}
+
+static bool waiting_reason_is(const json_t *pod, const void *arg)
+{
+    const char *r = jstr(pod, "status.containerStatuses.0.state.waiting.reason");
+    return r && !strcmp(r, arg);
+}
+
+Test(kubelet, a_missing_secret_is_a_config_error)
+{
+    start(0, 0);
+    add_node(NODE_N1);
+    create("pods",
+           "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\",\"containers\":"
+           "[{\"name\":\"c\",\"image\":\"local/sh\",\"command\":[\"sh\"],\"env\":[{\"name\":"
+           "\"X\",\"valueFrom\":{\"secretKeyRef\":{\"name\":\"nope\",\"key\":\"k\"}}}]}]}}");
+    json_t *p = wait_pod("p", waiting_reason_is, "CreateContainerConfigError", "config error");
+    cr_assert_str_eq(jstr(p, "status.containerStatuses.0.state.waiting.message"),
+                     "secret \"nope\" not found");
+    cr_assert_str_eq(jstr(p, "status.phase"), "Pending");
+    json_decref(p);
+}
+
+Test(kubelet, crashing_container_restarts_with_backoff)
+{
+    start(0, 0);
+    add_node(NODE_N1);
+    create("pods", "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\",\"containers\":"
+                   "[{\"name\":\"c\",\"image\":\"local/sh\",\"command\":[\"sh\",\"-c\","
+                   "\"echo run; exit 2\"]}]}}");
+    int two = 2;
+    json_t *p = wait_pod("p", restarted, &two, "two restarts");
+    cr_assert_str_eq(jstr(p, "status.phase"), "Running");
+    cr_assert_eq(
+        json_integer_value(jpath(p, "status.containerStatuses.0.lastState.terminated.exitCode")),
+        2);
+    json_decref(p);
+    char *log = wait_log("p", "run\nrun\n");
+    free(log);
+}
+
+Test(kubelet, failing_init_container_fails_a_never_pod)
+{
+    start(0, 0);
+    add_node(NODE_N1);
+    create("pods", "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\","
+                   "\"restartPolicy\":\"Never\",\"initContainers\":[{\"name\":\"i\",\"image\":"
+                   "\"local/sh\",\"command\":[\"sh\",\"-c\",\"exit 1\"]}],\"containers\":[{"
+                   "\"name\":\"c\",\"image\":\"x\"}]}}");
+    json_t *p = wait_pod("p", phase_is, "Failed", "Failed");
+    cr_assert_eq(
+        json_integer_value(jpath(p, "status.initContainerStatuses.0.state.terminated.exitCode")),
+        1);
+    cr_assert_str_eq(jstr(p, "status.containerStatuses.0.state.waiting.reason"), "PodInitializing");
+    cr_assert_str_eq(cond(p, "Initialized"), "False");
+    json_decref(p);
+}
+
+static int pid_from_log(const char *pod)
+{
+    char *log = wait_log(pod, "pid=");
+    int pid = atoi(strstr(log, "pid=") + 4);
+    free(log);
+    cr_assert(pid > 1);
+    return pid;
+}
+
+static bool wait_gone(int pid)
+{
+    long long end = now_ms() + WAIT_MS;
+    while (now_ms() < end) {
+        if (kill(pid, 0) != 0 && errno == ESRCH)
+            return true;
+        usleep(20000);
+    }
+    return false;
+}
+
+/* "$$$$": the kubelet turns "$$" into "$", so the shell sees "$$" (its pid). */
+#define SLEEPER                                                                                    \
+    "{\"metadata\":{\"name\":\"%s\"},\"spec\":{\"nodeName\":\"n1\",\"containers\":[{\"name\":"     \
+    "\"c\",\"image\":\"local/sh\",\"command\":[\"sh\",\"-c\",\"echo pid=$$$$; exec sleep "         \
+    "60\"]}]}}"
+
+Test(kubelet, deleting_a_pod_kills_its_process_and_removes_it)
+{
+    start(0, 0);
+    add_node(NODE_N1);
+    char buf[512];
+    snprintf(buf, sizeof(buf), SLEEPER, "p");
+    create("pods", buf);
+    json_decref(wait_pod("p", phase_is, "Running", "Running"));
+    int pid = pid_from_log("p");
+    cr_assert_eq(kill(pid, 0), 0);
+    json_t *out = NULL;
+    kc_err e = {0};
+    cr_assert_eq(ks_delete(S->store, T_PODS, "default", "p", NULL, &out, &e), KC_OK, "%s", e.msg);
+    cr_assert_not_null(jpath(out, "metadata.deletionTimestamp"), "bound pods delete gracefully");
+    json_decref(out);
+    long long end = now_ms() + WAIT_MS;
+    json_t *p;
+    while ((p = get_pod("p")) && now_ms() < end) {
+        json_decref(p);
+        usleep(20000);
+    }
+    cr_assert_null(p, "the kubelet never removed the pod");
+    cr_assert(wait_gone(pid), "process %d survived its pod", pid);
+}
+
+Test(kubelet, stopping_the_kubelet_kills_its_processes)
+{
+    start(0, 0);
+    add_node(NODE_N1);
+    char buf[512];
+    snprintf(buf, sizeof(buf), SLEEPER, "p");
+    create("pods", buf);
+    int pid = pid_from_log("p");
+    ks_kubelet_stop(S);
+    cr_assert(wait_gone(pid), "process %d survived the kubelet", pid);
+}
+
+static atomic_int health = 200;
+
+static void health_handler(ts_server *srv, const ts_request *req, ts_conn *conn, void *ud)
+{
+    int code = atomic_load(&health);
+    ts_respond(conn, strcmp(req->path, "/healthz") == 0 ? code : 404, "text/plain", "ok", NULL);
+}
+
+Test(kubelet, readiness_probe_drives_ready)
+{
+    ts_server *srv = ts_start(health_handler, NULL, NULL);
+    cr_assert_not_null(srv);
+    start(0, 0);
+    add_node(NODE_N1);
+    char buf[1024];
+    snprintf(buf, sizeof(buf),
+             "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\",\"containers\":[{"
+             "\"name\":\"c\",\"image\":\"local/sh\",\"command\":[\"sh\",\"-c\",\"exec sleep "
+             "60\"],\"ports\":[{\"name\":\"health\",\"containerPort\":%d}],\"readinessProbe\":{"
+             "\"httpGet\":{\"path\":\"/healthz\",\"port\":\"health\"},\"periodSeconds\":1,"
+             "\"failureThreshold\":1}}]}}",
+             ts_port(srv));
+    create("pods", buf);
+    json_decref(wait_pod("p", is_ready, "True", "Ready from the probe"));
+    atomic_store(&health, 503);
+    json_t *p = wait_pod("p", is_ready, "False", "unready after the probe fails");
+    cr_assert_str_eq(jstr(p, "status.phase"), "Running");
+    json_decref(p);
+    ks_kubelet_stop(S);
+    ts_stop(srv);
+}
+
+Test(kubelet, liveness_failures_restart_the_container)
+{
+    ts_server *srv = ts_start(health_handler, NULL, NULL);
+    cr_assert_not_null(srv);
+    start(0, 0);
+    add_node(NODE_N1);
+    char buf[1024];
+    snprintf(buf, sizeof(buf),
+             "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\",\"containers\":[{"
+             "\"name\":\"c\",\"image\":\"local/sh\",\"command\":[\"sh\",\"-c\",\"exec sleep "
+             "60\"],\"livenessProbe\":{\"httpGet\":{\"path\":\"/dead\",\"port\":%d},"
+             "\"periodSeconds\":1,\"failureThreshold\":2}}]}}",
+             ts_port(srv));
+    create("pods", buf);
+    int one = 1;
+    json_t *p = wait_pod("p", restarted, &one, "a restart after failed liveness probes");
+    /* SIGTERM from the kubelet: 128 + 15. */
+    cr_assert_eq(
+        json_integer_value(jpath(p, "status.containerStatuses.0.lastState.terminated.exitCode")),
+        143);
+    json_decref(p);
+    ks_kubelet_stop(S);
+    ts_stop(srv);
+}
+
+/* ---- logs ---- */
+
+Test(kubelet, logs_errors_tail_and_cap)
+{
+    start(5000, 0);
+    add_node(NODE_N1);
+    create("pods", "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\",\"containers\":"
+                   "[{\"name\":\"c\",\"image\":\"x\"},{\"name\":\"d\",\"image\":\"x\"}]}}");
+    json_decref(wait_pod("p", phase_is, "Pending", "Pending"));
+    char *out = NULL;
+    kc_err e = {0};
+    cr_assert_eq(ks_kubelet_logs(S, "default", "nope", NULL, -1, &out, NULL, &e), KC_ENOTFOUND);
+    cr_assert_eq(ks_kubelet_logs(S, "default", "p", "zz", -1, &out, NULL, &e), KC_EBADREQUEST);
+    cr_assert_str_eq(e.msg, "container zz is not valid for pod p");
+    cr_assert_eq(ks_kubelet_logs(S, "default", "p", "d", -1, &out, NULL, &e), KC_EBADREQUEST);
+    cr_assert_str_eq(e.msg, "container \"d\" in pod \"p\" is waiting to start: ContainerCreating");
+    ks_kubelet_append_log(S, "default", "p", "d", "a\nb\nc\n", 6);
+    size_t len = 0;
+    cr_assert_eq(ks_kubelet_logs(S, "default", "p", "d", 2, &out, &len, &e), KC_OK, "%s", e.msg);
+    cr_assert_str_eq(out, "b\nc\n");
+    cr_assert_eq(len, 4);
+    free(out);
+    cr_assert_eq(ks_kubelet_logs(S, "default", "p", "d", 0, &out, NULL, &e), KC_OK);
+    cr_assert_str_eq(out, "");
+    free(out);
+    /* Container omitted: the first one, which has no log and is waiting. */
+    cr_assert_eq(ks_kubelet_logs(S, "default", "p", NULL, -1, &out, NULL, &e), KC_EBADREQUEST);
+    ks_kubelet_tuning t = {.log_cap = 64};
+    ks_kubelet_tune(S, &t);
+    for (int i = 0; i < 20; i++) {
+        char line[16];
+        snprintf(line, sizeof(line), "line %02d\n", i);
+        ks_kubelet_append_log(S, "default", "p", "c", line, strlen(line));
+    }
+    cr_assert_eq(ks_kubelet_logs(S, "default", "p", "c", -1, &out, &len, &e), KC_OK);
+    cr_assert(len <= 64 && len > 0, "%zu bytes kept", len);
+    cr_assert_eq(strncmp(out, "line ", 5), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "line 19\n"));
+    free(out);
+}
+
+/* ---- ks_proc units ---- */
+
+Test(proc, expand_follows_kubernetes_rules)
+{
+    char *env[] = {"A=1", "LONG_NAME=two", NULL};
+    struct {
+        const char *in, *out;
+    } cases[] = {{"$(A)", "1"},    {"x$(LONG_NAME)y", "xtwoy"},
+                 {"$(B)", "$(B)"}, {"$$(A)", "$(A)"},
+                 {"$A", "$A"},     {"$(A", "$(A"},
+                 {"a$$b", "a$b"},  {"", ""}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *r = ks_proc_expand(cases[i].in, env);
+        cr_assert_str_eq(r, cases[i].out, "expand(%s)", cases[i].in);
+        free(r);
+    }
+}
+
+Test(proc, argv_replaces_the_command_entrypoint)
+{
+    char *prefix[] = {"--p", NULL};
+    char *noenv[] = {NULL};
+    ks_image_map_entry m = {
+        .pattern = "*", .program = "/bin/prog", .args_prefix = prefix, .env = noenv};
+    json_t *c = parse("{\"command\":[\"/manager\",\"--x\"],\"args\":[\"--y=$(V)\"]}");
+    char *env[] = {"V=7", NULL};
+    char **argv = ks_proc_build_argv(c, &m, env);
+    const char *want[] = {"/bin/prog", "--p", "--x", "--y=7", NULL};
+    for (int i = 0; want[i]; i++)
+        cr_assert_str_eq(argv[i], want[i]);
+    cr_assert_null(argv[4]);
+    ks_proc_strv_free(argv);
+    json_decref(c);
+    c = parse("{\"args\":[\"a\"]}");
+    argv = ks_proc_build_argv(c, &m, env);
+    cr_assert_str_eq(argv[2], "a");
+    cr_assert_null(argv[3]);
+    ks_proc_strv_free(argv);
+    json_decref(c);
+}
+
+Test(proc, quantities)
+{
+    double v;
+    cr_assert(ks_quantity_parse("500m", &v) && v == 0.5);
+    cr_assert(ks_quantity_parse("2", &v) && v == 2);
+    cr_assert(ks_quantity_parse("1Gi", &v) && v == 1073741824.0);
+    cr_assert(ks_quantity_parse("3k", &v) && v == 3000);
+    cr_assert_not(ks_quantity_parse("1X", &v));
+    cr_assert_not(ks_quantity_parse("", &v));
+    cr_assert_not(ks_quantity_parse("abc", &v));
+}
+
+Test(proc, image_map_load_match_and_errors)
+{
+    char dir[] = "/tmp/ksmap.XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof(path), "%s/m.yaml", dir);
+    const char *ok = "images:\n- image: \"ghcr.io/x/op*\"\n  program: /bin/true\n  env: {A: 1}\n";
+    cr_assert_eq(ks_pki_write_file(path, ok, strlen(ok), 0644, NULL), KC_OK);
+    ks_image_map m;
+    kc_err e = {0};
+    cr_assert_eq(ks_image_map_load(path, &m, &e), KC_OK, "%s", e.msg);
+    cr_assert_eq(m.n, 1);
+    cr_assert_not_null(ks_image_map_match(&m, "ghcr.io/x/operator:v1"));
+    cr_assert_null(ks_image_map_match(&m, "ghcr.io/y/operator:v1"));
+    cr_assert_str_eq(m.entries[0].env[0], "A=1");
+    ks_image_map_free(&m);
+    const char *rel = "images:\n- image: x\n  program: bin/true\n";
+    cr_assert_eq(ks_pki_write_file(path, rel, strlen(rel), 0644, NULL), KC_OK);
+    cr_assert_eq(ks_image_map_load(path, &m, &e), KC_EINVALID);
+    cr_assert_not_null(strstr(e.msg, "images[0].program: expected an absolute path"), "%s", e.msg);
+    const char *missing = "images:\n- image: x\n  program: /nonexistent/prog\n";
+    cr_assert_eq(ks_pki_write_file(path, missing, strlen(missing), 0644, NULL), KC_OK);
+    cr_assert_eq(ks_image_map_load(path, &m, &e), KC_EINVALID);
+    cr_assert_not_null(strstr(e.msg, "/nonexistent/prog"), "%s", e.msg);
+    const char *none = "pictures: []\n";
+    cr_assert_eq(ks_pki_write_file(path, none, strlen(none), 0644, NULL), KC_OK);
+    cr_assert_eq(ks_image_map_load(path, &m, &e), KC_EINVALID);
+    cr_assert_not_null(strstr(e.msg, path));
+    unlink(path);
+    rmdir(dir);
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Shared helpers for end-to-end scenarios: a cluster per scenario, the real kubectl and helm,
+# and assertions that say what was expected and what came back.
+set -euo pipefail
+
+E2E_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$E2E_ROOT/.." && pwd)"
+: "${BUILD_DIR:=$REPO_ROOT/build}"
+export KUBESIM_BIN="${KUBESIM_BIN:-$BUILD_DIR/kubesim}"
+
+# The cluster under test: "kubesim" (default) or "real" (the conformance lane sets KUBECONFIG).
+: "${E2E_CLUSTER:=kubesim}"
+
+e2e_tmp=$(mktemp -d "${TMPDIR:-/tmp}/e2e.XXXXXX")
+E2E_DIR="$e2e_tmp"
+export KUBECONFIG_E2E="$e2e_tmp/kubeconfig"
+KCACHE="$e2e_tmp/kube-cache"
+
+cleanup() {
+    local rc=$?
+    if [ "$E2E_CLUSTER" = kubesim ] && [ -f "$e2e_tmp/kubesim.pid" ]; then
+        if [ $rc -ne 0 ] && [ -f "$e2e_tmp/kubesim.log" ]; then
+            echo "--- last kubesim log lines ---" >&2
+            tail -n 40 "$e2e_tmp/kubesim.log" >&2 || true
+        fi
+        "$E2E_ROOT/cluster" down --dir "$e2e_tmp" >/dev/null 2>&1 || true
+    fi
+    rm -rf "$e2e_tmp"
+    exit $rc
+}
+trap cleanup EXIT
+
+# Starts the cluster (kubesim) unless the conformance lane provides one.
+cluster_up() {
+    if [ "$E2E_CLUSTER" = kubesim ]; then
+        "$E2E_ROOT/cluster" up --dir "$e2e_tmp" --kubeconfig "$KUBECONFIG_E2E" "$@" >/dev/null
+    else
+        cp "$KUBECONFIG" "$KUBECONFIG_E2E"
+    fi
+}
+
+# The real kubectl, with a fresh discovery cache per scenario.
+k() { kubectl --kubeconfig "$KUBECONFIG_E2E" --cache-dir "$KCACHE" "$@"; }
+
+helm_bin() { "$REPO_ROOT/scripts/get-helm.sh" 2>/dev/null; }
+h() { "$(helm_bin)" --kubeconfig "$KUBECONFIG_E2E" "$@"; }
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+step() { echo "--- $*"; }
+
+# assert_eq WHAT EXPECTED ACTUAL
+assert_eq() {
+    [ "$2" = "$3" ] || fail "$1: expected [$2], got [$3]"
+}
+# assert_contains WHAT NEEDLE HAYSTACK
+assert_contains() {
+    case "$3" in *"$2"*) ;; *) fail "$1: expected to find [$2] in:
+$3" ;; esac
+}
+# assert_fails WHAT CMD...: the command must exit non-zero; prints its output for later asserts.
+assert_fails() {
+    local what=$1; shift
+    local out
+    if out=$("$@" 2>&1); then fail "$what: expected failure, got success: $out"; fi
+    printf '%s' "$out"
+}
+# until_eq WHAT EXPECTED TIMEOUT_S CMD...: polls CMD until its output equals EXPECTED.
+until_eq() {
+    local what=$1 want=$2 t=$3; shift 3
+    local got="" end=$((SECONDS + t))
+    while [ $SECONDS -le $end ]; do
+        got=$("$@" 2>/dev/null || true)
+        [ "$got" = "$want" ] && return 0
+        sleep 0.2
+    done
+    fail "$what: expected [$want] within ${t}s, last got [$got]"
+}
