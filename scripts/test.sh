@@ -47,7 +47,7 @@ step "unit tests under valgrind"
 run_ctest build valgrind
 
 step "ASan + UBSan build + unit tests"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKC_SANITIZE=ON >/dev/null
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKC_SANITIZE=ON >/dev/null
 cmake --build build-asan -j "$jobs"
 run_ctest build-asan unit ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 

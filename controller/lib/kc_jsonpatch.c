@@ -74,7 +74,7 @@ static kc_code walk_parent(json_t *doc, const char *ptr, json_t **parent, char *
     const char *p = ptr;
     for (;;) {
         char *tok = NULL;
-        const char *next;
+        const char *next = p + 1;
         kc_code rc = read_token(p + 1, &next, &tok, err);
         if (rc != KC_OK)
             return rc;

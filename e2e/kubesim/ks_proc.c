@@ -215,8 +215,10 @@ kc_code ks_image_map_load(const char *path, ks_image_map *out, kc_err *err)
     memset(out, 0, sizeof(*out));
     json_t *docs = NULL;
     kc_code rc = kc_yaml_parse_file(path, &docs, err);
-    if (rc != KC_OK)
+    if (rc != KC_OK) {
+        kc_err_prefix(err, "image map");
         return rc;
+    }
     const json_t *images = json_object_get(json_array_get(docs, 0), "images");
     if (!json_is_array(images)) {
         rc = kc_err_set(err, KC_EINVALID,

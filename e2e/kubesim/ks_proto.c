@@ -145,7 +145,7 @@ static kc_code read_varint(rd *r, uint64_t *out, kc_err *err)
 static kc_code read_tag(rd *r, uint32_t *num, int *wire, kc_err *err)
 {
     size_t start = r->pos;
-    uint64_t tag;
+    uint64_t tag = 0;
     kc_code rc = read_varint(r, &tag, err);
     if (rc != KC_OK)
         return rc;
@@ -164,7 +164,7 @@ static kc_code read_tag(rd *r, uint32_t *num, int *wire, kc_err *err)
 static kc_code read_bytes(rd *r, rd *sub, kc_err *err)
 {
     size_t start = r->pos;
-    uint64_t len;
+    uint64_t len = 0;
     kc_code rc = read_varint(r, &len, err);
     if (rc != KC_OK)
         return rc;
@@ -432,7 +432,7 @@ kc_code ks_proto_decode(const char *body, size_t len, json_t **out, kc_err *err)
     if (!(tm = json_object()))
         return kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
     while (r.pos < r.end) {
-        uint32_t num;
+        uint32_t num = 0;
         int wire;
         size_t at = r.pos;
         if ((rc = read_tag(&r, &num, &wire, err)) != KC_OK)

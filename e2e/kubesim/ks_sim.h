@@ -23,7 +23,7 @@ typedef struct ks_opts {
     const char *fleet;       /* YAML fleet file of plain nodes to register, or NULL */
     const char *image_map;   /* YAML: image (repository[:tag] glob) → local program, or NULL */
     int verbosity;           /* 0 quiet, 1 writes, 2 every request, 3 bodies */
-    size_t history;          /* watch history events kept (default 100000) */
+    size_t history;          /* watch history events kept (default 20000) */
     bool no_controllers;     /* serve the API only (tests of the API layer) */
 } ks_opts;
 

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/time.h>
 
-#define KS_DEFAULT_HISTORY   100000
+#define KS_DEFAULT_HISTORY   20000
 #define KS_DEFAULT_QUEUE_CAP 100000
 
 /* ---- small helpers ---- */

@@ -32,7 +32,7 @@ typedef struct ks_rtype {
     const char *crd_name;           /* "clusterpolicies.nvidia.com" when served from a CRD */
 } ks_rtype;
 
-/* Creates a store whose watch history keeps the last `history_cap` events (0 → 100000). */
+/* Creates a store whose watch history keeps the last `history_cap` events (0 → 20000). */
 ks_store *ks_store_new(size_t history_cap);
 void ks_store_free(ks_store *st);
 

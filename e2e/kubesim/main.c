@@ -247,8 +247,10 @@ static kc_code register_fleet(ks_sim *sim, const char *path, size_t *count, kc_e
     json_t *docs = NULL;
     *count = 0;
     kc_code rc = kc_yaml_parse_file(path, &docs, err);
-    if (rc != KC_OK)
+    if (rc != KC_OK) {
+        kc_err_prefix(err, "fleet");
         return rc;
+    }
     const json_t *nodes = json_object_get(json_array_get(docs, 0), "nodes");
     if (!json_is_array(nodes)) {
         rc = kc_err_set(err, KC_EINVALID,
@@ -311,7 +313,7 @@ int main(int argc, char **argv)
     cli c;
     int pr = parse_args(argc, argv, &c);
     if (pr <= 0)
-        return pr == 0 ? 0 : 2;
+        return pr == 0 ? 0 : 1;
     /* Blocked before any thread exists, so only sigwait below sees them. Child processes get a
      * clean signal mask from libuv. */
     sigset_t set;
