@@ -1,0 +1,463 @@
+/* ns_dpconfig: NVIDIA device-plugin config (parse, validate, key selection, advertised resources).
+ */
+#include "ns_dpconfig.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kc_yaml.h"
+
+#define PATH_LEN 256
+
+static kc_code fail(kc_err *err, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static kc_code fail(kc_err *err, const char *path, const char *fmt, ...)
+{
+    char msg[KC_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return kc_err_set(err, KC_EINVALID, "%s: %s", path, msg);
+}
+
+int ns_mig_strategy_parse(const char *s)
+{
+    if (!s)
+        return -1;
+    if (strcmp(s, "none") == 0)
+        return NS_MIG_NONE;
+    if (strcmp(s, "single") == 0)
+        return NS_MIG_SINGLE;
+    if (strcmp(s, "mixed") == 0)
+        return NS_MIG_MIXED;
+    return -1;
+}
+
+const char *ns_mig_strategy_name(ns_mig_strategy s)
+{
+    return s == NS_MIG_SINGLE ? "single" : s == NS_MIG_MIXED ? "mixed" : "none";
+}
+
+static int in_list(const char *key, const char *const *list)
+{
+    for (; *list; list++) {
+        if (strcmp(key, *list) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Rejects keys of `obj` outside `known`, naming the expected ones. */
+static kc_code check_keys(const json_t *obj, const char *path, const char *const *known,
+                          const char *expected, kc_err *err)
+{
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)obj, key, val)
+    {
+        if (!in_list(key, known)) {
+            char p[PATH_LEN];
+            snprintf(p, sizeof(p), "%s%s%s", path, *path ? "." : "", key);
+            return fail(err, p, "unknown key (expected %s)", expected);
+        }
+    }
+    return KC_OK;
+}
+
+static kc_code get_bool(const json_t *obj, const char *key, const char *path, int *out, kc_err *err)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v)
+        return KC_OK;
+    if (!json_is_boolean(v)) {
+        char p[PATH_LEN];
+        snprintf(p, sizeof(p), "%s.%s", path, key);
+        return fail(err, p, "must be true or false");
+    }
+    *out = json_is_true(v);
+    return KC_OK;
+}
+
+static void sharing_clear(ns_dp_sharing *s)
+{
+    for (size_t i = 0; i < s->n_resources; i++) {
+        free(s->resources[i].name);
+        free(s->resources[i].rename);
+    }
+    free(s->resources);
+}
+
+void ns_dpconfig_free(ns_dpconfig *cfg)
+{
+    if (!cfg)
+        return;
+    sharing_clear(&cfg->time_slicing);
+    sharing_clear(&cfg->mps);
+    free(cfg);
+}
+
+static int valid_resource_name(const char *s)
+{
+    static const char mig[] = "nvidia.com/mig-";
+    return strcmp(s, "nvidia.com/gpu") == 0 ||
+           (strncmp(s, mig, sizeof(mig) - 1) == 0 && s[sizeof(mig) - 1] != '\0');
+}
+
+static kc_code parse_resource(const json_t *v, const char *path, ns_dp_resource *r, kc_err *err)
+{
+    static const char *const known[] = {"name", "rename", "replicas", "devices", NULL};
+    char p[PATH_LEN];
+    kc_code rc;
+    if (!json_is_object(v))
+        return fail(err, path, "must be a mapping with name and replicas");
+    if ((rc = check_keys(v, path, known, "name, rename, replicas, devices", err)) != KC_OK)
+        return rc;
+    const json_t *name = json_object_get(v, "name");
+    snprintf(p, sizeof(p), "%s.name", path);
+    if (!json_is_string(name) || !valid_resource_name(json_string_value(name)))
+        return fail(err, p, "must be nvidia.com/gpu or nvidia.com/mig-<profile>");
+    const json_t *rep = json_object_get(v, "replicas");
+    snprintf(p, sizeof(p), "%s.replicas", path);
+    if (!json_is_integer(rep) || json_integer_value(rep) < 2 || json_integer_value(rep) > 10000)
+        return fail(err, p, "must be an integer >= 2");
+    const json_t *rename = json_object_get(v, "rename");
+    snprintf(p, sizeof(p), "%s.rename", path);
+    if (rename && (!json_is_string(rename) || json_string_length(rename) == 0))
+        return fail(err, p, "must be a non-empty resource name");
+    /* devices selects which GPUs are shared; the simulation shares all of them. */
+    const json_t *devices = json_object_get(v, "devices");
+    snprintf(p, sizeof(p), "%s.devices", path);
+    if (devices && !(json_is_string(devices) && strcmp(json_string_value(devices), "all") == 0) &&
+        !(json_is_integer(devices) && json_integer_value(devices) > 0) && !json_is_array(devices))
+        return fail(err, p, "must be \"all\", a positive count, or a list of GPU indices or UUIDs");
+    r->name = strdup(json_string_value(name));
+    r->rename = rename ? strdup(json_string_value(rename)) : NULL;
+    r->replicas = (int)json_integer_value(rep);
+    if (!r->name || (rename && !r->rename))
+        return kc_err_set(err, KC_ENOMEM, "out of memory");
+    return KC_OK;
+}
+
+static kc_code parse_sharing(const json_t *v, const char *path, ns_dp_sharing *s, kc_err *err)
+{
+    static const char *const known[] = {"renameByDefault", "failRequestsGreaterThanOne",
+                                        "resources", NULL};
+    char p[PATH_LEN];
+    kc_code rc;
+    if (!json_is_object(v))
+        return fail(err, path, "must be a mapping with resources");
+    if ((rc = check_keys(v, path, known, "renameByDefault, failRequestsGreaterThanOne, resources",
+                         err)) != KC_OK)
+        return rc;
+    s->present = 1;
+    if ((rc = get_bool(v, "renameByDefault", path, &s->rename_by_default, err)) != KC_OK ||
+        (rc = get_bool(v, "failRequestsGreaterThanOne", path, &s->fail_requests_greater_than_one,
+                       err)) != KC_OK)
+        return rc;
+    const json_t *res = json_object_get(v, "resources");
+    snprintf(p, sizeof(p), "%s.resources", path);
+    if (!json_is_array(res) || json_array_size(res) == 0)
+        return fail(err, p, "required: a non-empty list of {name, replicas}");
+    size_t n = json_array_size(res);
+    s->resources = calloc(n, sizeof(*s->resources));
+    if (!s->resources)
+        return kc_err_set(err, KC_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        snprintf(p, sizeof(p), "%s.resources[%zu]", path, i);
+        s->n_resources++; /* counted first so a half-parsed resource is still freed */
+        if ((rc = parse_resource(json_array_get(res, i), p, &s->resources[i], err)) != KC_OK)
+            return rc;
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(s->resources[j].name, s->resources[i].name) == 0)
+                return fail(err, p, "%s is listed twice", s->resources[i].name);
+        }
+    }
+    return KC_OK;
+}
+
+static kc_code parse_flags(const json_t *v, ns_dpconfig *cfg, kc_err *err)
+{
+    static const char *const known[] = {"migStrategy",
+                                        "failOnInitError",
+                                        "nvidiaDriverRoot",
+                                        "nvidiaDevRoot",
+                                        "mpsRoot",
+                                        "gdsEnabled",
+                                        "mofedEnabled",
+                                        "useNodeFeatureAPI",
+                                        "deviceDiscoveryStrategy",
+                                        "plugin",
+                                        "gfd",
+                                        NULL};
+    kc_code rc;
+    if (!json_is_object(v))
+        return fail(err, "flags", "must be a mapping");
+    if ((rc = check_keys(v, "flags", known, "a device-plugin flag such as migStrategy", err)) !=
+        KC_OK)
+        return rc;
+    const json_t *strategy = json_object_get(v, "migStrategy");
+    if (strategy) {
+        int s = json_is_string(strategy) ? ns_mig_strategy_parse(json_string_value(strategy)) : -1;
+        if (s < 0)
+            return fail(err, "flags.migStrategy", "must be none, single or mixed");
+        cfg->has_strategy = 1;
+        cfg->strategy = (ns_mig_strategy)s;
+    }
+    return get_bool(v, "failOnInitError", "flags", &cfg->fail_on_init_error, err);
+}
+
+kc_code ns_dpconfig_from_json(const json_t *doc, ns_dpconfig **out, kc_err *err)
+{
+    static const char *const top[] = {"version", "flags", "resources", "sharing", "imex", NULL};
+    static const char *const sharing_keys[] = {"timeSlicing", "mps", NULL};
+    kc_code rc;
+    if (!out)
+        return kc_err_set(err, KC_EARG, "ns_dpconfig_from_json: out is required");
+    *out = NULL;
+    if (!json_is_object(doc))
+        return kc_err_set(err, KC_EINVALID, "the config must be a mapping with version v1");
+    if ((rc = check_keys(doc, "", top, "version, flags, resources, sharing, imex", err)) != KC_OK)
+        return rc;
+    const json_t *version = json_object_get(doc, "version");
+    if (!version)
+        return fail(err, "version", "required (the only supported value is v1)");
+    if (!json_is_string(version) || strcmp(json_string_value(version), "v1") != 0)
+        return fail(err, "version", "must be v1 (the only supported value)");
+    ns_dpconfig *cfg = calloc(1, sizeof(*cfg));
+    if (!cfg)
+        return kc_err_set(err, KC_ENOMEM, "out of memory");
+    cfg->fail_on_init_error = 1;
+    const json_t *flags = json_object_get(doc, "flags");
+    if (flags && (rc = parse_flags(flags, cfg, err)) != KC_OK)
+        goto free_cfg;
+    const json_t *sharing = json_object_get(doc, "sharing");
+    if (sharing) {
+        if (!json_is_object(sharing)) {
+            rc = fail(err, "sharing", "must be a mapping with timeSlicing or mps");
+            goto free_cfg;
+        }
+        if ((rc = check_keys(sharing, "sharing", sharing_keys, "timeSlicing or mps", err)) != KC_OK)
+            goto free_cfg;
+        const json_t *ts = json_object_get(sharing, "timeSlicing");
+        const json_t *mps = json_object_get(sharing, "mps");
+        if (ts && mps) {
+            rc = fail(err, "sharing", "timeSlicing and mps cannot both be configured");
+            goto free_cfg;
+        }
+        if (ts && (rc = parse_sharing(ts, "sharing.timeSlicing", &cfg->time_slicing, err)) != KC_OK)
+            goto free_cfg;
+        if (mps && (rc = parse_sharing(mps, "sharing.mps", &cfg->mps, err)) != KC_OK)
+            goto free_cfg;
+        if (mps && cfg->strategy == NS_MIG_MIXED) {
+            rc = fail(err, "sharing.mps", "MPS cannot be combined with migStrategy mixed");
+            goto free_cfg;
+        }
+    }
+    *out = cfg;
+    return KC_OK;
+free_cfg:
+    ns_dpconfig_free(cfg);
+    return rc;
+}
+
+kc_code ns_dpconfig_parse(const char *yaml, size_t len, const char *name, ns_dpconfig **out,
+                          kc_err *err)
+{
+    json_t *doc = NULL;
+    if (!out || (!yaml && len))
+        return kc_err_set(err, KC_EARG, "ns_dpconfig_parse: yaml and out are required");
+    *out = NULL;
+    kc_code rc = kc_yaml_parse_one(yaml ? yaml : "", len, name, &doc, err);
+    if (rc != KC_OK)
+        return rc;
+    rc = ns_dpconfig_from_json(doc, out, err);
+    if (rc != KC_OK && rc != KC_ENOMEM && name)
+        kc_err_prefix(err, "%s", name);
+    json_decref(doc);
+    return rc;
+}
+
+/* Lists the keys of data as "a, b, c" for messages. */
+static const char *key_list(const json_t *data, char *buf, size_t size)
+{
+    size_t off = 0;
+    const char *key;
+    json_t *val;
+    buf[0] = '\0';
+    json_object_foreach((json_t *)data, key, val)
+    {
+        int n = snprintf(buf + off, size - off, "%s%s", off ? ", " : "", key);
+        if (n < 0 || (size_t)n >= size - off)
+            break;
+        off += (size_t)n;
+    }
+    return buf;
+}
+
+kc_code ns_dpconfig_select_key(const json_t *data, const char *label, const char *default_key,
+                               const char **key_out, kc_err *err)
+{
+    char keys[256];
+    if (!key_out)
+        return kc_err_set(err, KC_EARG, "ns_dpconfig_select_key: key_out is required");
+    *key_out = NULL;
+    if (!json_is_object(data))
+        return kc_err_set(err, KC_EINVALID, "the device-plugin ConfigMap has no data");
+    const char *key;
+    json_t *val;
+    if (label && *label) {
+        if (!json_object_get(data, label))
+            return kc_err_set(err, KC_ENOTFOUND,
+                              "node label nvidia.com/device-plugin.config=%s names no key of the "
+                              "ConfigMap (keys: %s)",
+                              label, key_list(data, keys, sizeof(keys)));
+        json_object_foreach((json_t *)data, key, val)
+        {
+            if (strcmp(key, label) == 0)
+                *key_out = key;
+        }
+        return KC_OK;
+    }
+    const char *want = default_key && *default_key ? default_key : NULL;
+    if (want && !json_object_get(data, want))
+        return kc_err_set(err, KC_ENOTFOUND,
+                          "the default device-plugin config %s names no key of the ConfigMap "
+                          "(keys: %s)",
+                          want, key_list(data, keys, sizeof(keys)));
+    if (!want && json_object_get(data, "default"))
+        want = "default";
+    json_object_foreach((json_t *)data, key, val)
+    {
+        if (want ? strcmp(key, want) == 0 : json_object_size(data) == 1)
+            *key_out = key;
+    }
+    if (*key_out)
+        return KC_OK;
+    if (json_object_size(data) == 0)
+        return kc_err_set(err, KC_EINVALID, "the device-plugin ConfigMap holds no keys");
+    return kc_err_set(err, KC_EINVALID,
+                      "no device-plugin config selected: the node has no "
+                      "nvidia.com/device-plugin.config label, no default is configured, no key "
+                      "is named \"default\", and the ConfigMap holds %zu keys (%s)",
+                      json_object_size(data), key_list(data, keys, sizeof(keys)));
+}
+
+static kc_code add_count(json_t *res, const char *name, json_int_t n)
+{
+    json_t *cur = json_object_get(res, name);
+    json_int_t base = cur ? json_integer_value(cur) : 0;
+    return json_object_set_new(res, name, json_integer(base + n)) == 0 ? KC_OK : KC_ENOMEM;
+}
+
+/* The single strategy: every GPU in the same MIG mode, and every MIG device of one profile. */
+static kc_code single_count(const ns_gpu_model *model, size_t n_gpus, const ns_mp_gpu_state *mig,
+                            json_int_t *out, kc_err *err)
+{
+    size_t enabled = 0;
+    int profile = -1;
+    json_int_t devices = 0;
+    for (size_t g = 0; g < n_gpus; g++)
+        enabled += mig && mig[g].mig_enabled;
+    if (enabled == 0) {
+        *out = (json_int_t)n_gpus;
+        return KC_OK;
+    }
+    if (enabled != n_gpus)
+        return kc_err_set(err, KC_EINVALID,
+                          "MIG strategy single needs every GPU in the same MIG mode: %zu of %zu "
+                          "GPUs have MIG enabled",
+                          enabled, n_gpus);
+    for (size_t g = 0; g < n_gpus; g++) {
+        for (size_t i = 0; i < model->n_profiles && i < NS_GPU_MAX_PROFILES; i++) {
+            if (mig[g].counts[i] <= 0)
+                continue;
+            if (profile >= 0 && profile != (int)i)
+                return kc_err_set(err, KC_EINVALID,
+                                  "MIG strategy single needs one MIG profile on every GPU, found "
+                                  "%s and %s",
+                                  model->profiles[profile].name, model->profiles[i].name);
+            profile = (int)i;
+            devices += mig[g].counts[i];
+        }
+    }
+    *out = devices;
+    return KC_OK;
+}
+
+kc_code ns_dp_advertise(const ns_dpconfig *cfg, ns_mig_strategy strategy, const ns_gpu_model *model,
+                        size_t n_gpus, const ns_mp_gpu_state *mig, json_t **resources_out,
+                        kc_err *err)
+{
+    kc_code rc = KC_OK;
+    if (!resources_out || (!model && n_gpus))
+        return kc_err_set(err, KC_EARG, "ns_dp_advertise: model and resources_out are required");
+    *resources_out = NULL;
+    const ns_dp_sharing *sh = cfg && cfg->time_slicing.present ? &cfg->time_slicing
+                              : cfg && cfg->mps.present        ? &cfg->mps
+                                                               : NULL;
+    if (cfg && cfg->mps.present && strategy == NS_MIG_MIXED)
+        return kc_err_set(err, KC_EINVALID,
+                          "sharing.mps: MPS cannot be combined with MIG "
+                          "strategy mixed");
+    json_t *res = json_object();
+    if (!res)
+        return kc_err_set(err, KC_ENOMEM, "out of memory");
+    if (strategy == NS_MIG_SINGLE) {
+        json_int_t n = 0;
+        if ((rc = single_count(model, n_gpus, mig, &n, err)) != KC_OK)
+            goto free_res;
+        rc = add_count(res, "nvidia.com/gpu", n);
+    } else {
+        rc = add_count(res, "nvidia.com/gpu", 0);
+        for (size_t g = 0; rc == KC_OK && g < n_gpus; g++) {
+            if (strategy == NS_MIG_NONE || !mig || !mig[g].mig_enabled) {
+                rc = add_count(res, "nvidia.com/gpu", 1);
+                continue;
+            }
+            for (size_t i = 0; rc == KC_OK && i < model->n_profiles && i < NS_GPU_MAX_PROFILES;
+                 i++) {
+                char name[96];
+                if (mig[g].counts[i] <= 0)
+                    continue;
+                snprintf(name, sizeof(name), "nvidia.com/mig-%s", model->profiles[i].name);
+                rc = add_count(res, name, mig[g].counts[i]);
+            }
+        }
+    }
+    if (rc != KC_OK) {
+        rc = kc_err_set(err, KC_ENOMEM, "out of memory");
+        goto free_res;
+    }
+    for (size_t i = 0; sh && i < sh->n_resources; i++) {
+        const ns_dp_resource *r = &sh->resources[i];
+        json_t *cur = json_object_get(res, r->name);
+        if (!cur)
+            continue; /* a resource this node does not advertise */
+        char shared[128];
+        const char *to = r->rename;
+        if (!to && sh->rename_by_default) {
+            snprintf(shared, sizeof(shared), "%s.shared", r->name);
+            to = shared;
+        }
+        json_int_t n = json_integer_value(cur) * r->replicas;
+        int failed;
+        if (to) {
+            json_object_del(res, r->name); /* frees cur */
+            failed = add_count(res, to, n) != KC_OK;
+        } else {
+            failed = json_object_set_new(res, r->name, json_integer(n)) != 0;
+        }
+        if (failed) {
+            rc = kc_err_set(err, KC_ENOMEM, "out of memory");
+            goto free_res;
+        }
+    }
+    *resources_out = res;
+    return KC_OK;
+free_res:
+    json_decref(res);
+    return rc;
+}

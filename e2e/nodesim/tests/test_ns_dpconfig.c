@@ -1,0 +1,265 @@
+/* Tests for ns_dpconfig: device-plugin config parsing, key selection and advertised resources. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "ns_dpconfig.h"
+
+static ns_dpconfig *parse_ok(const char *yaml)
+{
+    ns_dpconfig *cfg = NULL;
+    kc_err err;
+    cr_assert_eq(ns_dpconfig_parse(yaml, strlen(yaml), NULL, &cfg, &err), KC_OK, "%s", err.msg);
+    return cfg;
+}
+
+static void rejects(const char *yaml, const char *msg)
+{
+    ns_dpconfig *cfg = (ns_dpconfig *)1;
+    kc_err err;
+    cr_assert_eq(ns_dpconfig_parse(yaml, strlen(yaml), NULL, &cfg, &err), KC_EINVALID, "%s", yaml);
+    cr_assert_null(cfg);
+    cr_assert_str_eq(err.msg, msg);
+}
+
+static json_int_t count(const json_t *res, const char *name)
+{
+    const json_t *v = json_object_get(res, name);
+    cr_assert(json_is_integer(v), "%s missing", name);
+    return json_integer_value(v);
+}
+
+/* Resolves mig-parted config `name` on n GPUs of `model`. */
+static void resolve(const char *model, size_t n, const char *name, ns_mp_gpu_state *states)
+{
+    ns_migparted *mp = NULL;
+    const char *yaml = ns_migparted_default_yaml();
+    const ns_gpu_model *models[8];
+    kc_err err;
+    cr_assert_eq(ns_migparted_parse(yaml, strlen(yaml), NULL, &mp, &err), KC_OK);
+    memset(states, 0, n * sizeof(*states));
+    for (size_t i = 0; i < n; i++)
+        models[i] = ns_gpu_find(model);
+    cr_assert_eq(ns_migparted_apply(mp, name, models, n, states, &err), KC_OK, "%s", err.msg);
+    ns_migparted_free(mp);
+}
+
+Test(ns_dpconfig, parse_full)
+{
+    ns_dpconfig *cfg = parse_ok("version: v1\n"
+                                "flags:\n"
+                                "  migStrategy: mixed\n"
+                                "  failOnInitError: false\n"
+                                "  nvidiaDriverRoot: /run/nvidia/driver\n"
+                                "  plugin: {passDeviceSpecs: true, deviceListStrategy: envvar}\n"
+                                "sharing:\n"
+                                "  timeSlicing:\n"
+                                "    renameByDefault: true\n"
+                                "    failRequestsGreaterThanOne: true\n"
+                                "    resources:\n"
+                                "      - name: nvidia.com/gpu\n"
+                                "        replicas: 4\n"
+                                "      - name: nvidia.com/mig-1g.5gb\n"
+                                "        replicas: 2\n"
+                                "        rename: nvidia.com/small\n"
+                                "        devices: all\n");
+    cr_assert(cfg->has_strategy);
+    cr_assert_eq(cfg->strategy, NS_MIG_MIXED);
+    cr_assert_not(cfg->fail_on_init_error);
+    cr_assert(cfg->time_slicing.present);
+    cr_assert(cfg->time_slicing.rename_by_default);
+    cr_assert(cfg->time_slicing.fail_requests_greater_than_one);
+    cr_assert_eq(cfg->time_slicing.n_resources, 2);
+    cr_assert_str_eq(cfg->time_slicing.resources[1].rename, "nvidia.com/small");
+    cr_assert_not(cfg->mps.present);
+    ns_dpconfig_free(cfg);
+    cfg = parse_ok("version: v1\n");
+    cr_assert_not(cfg->has_strategy);
+    cr_assert(cfg->fail_on_init_error, "NVIDIA's default is true");
+    ns_dpconfig_free(cfg);
+    ns_dpconfig_free(NULL);
+}
+
+Test(ns_dpconfig, malformed)
+{
+    rejects("flags: {}\n", "version: required (the only supported value is v1)");
+    rejects("version: v2\n", "version: must be v1 (the only supported value)");
+    rejects("version: v1\nshareing: {}\n",
+            "shareing: unknown key (expected version, flags, resources, sharing, imex)");
+    rejects("version: v1\nflags: {migStrategy: both}\n",
+            "flags.migStrategy: must be none, single or mixed");
+    rejects("version: v1\nflags: {failOnInitError: 3}\n",
+            "flags.failOnInitError: must be true or false");
+    rejects("version: v1\nflags: {bogus: 1}\n",
+            "flags.bogus: unknown key (expected a device-plugin flag such as migStrategy)");
+    rejects("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: "
+            "1}]}}\n",
+            "sharing.timeSlicing.resources[0].replicas: must be an integer >= 2");
+    rejects(
+        "version: v1\nsharing: {timeSlicing: {resources: [{name: amd.com/gpu, replicas: 2}]}}\n",
+        "sharing.timeSlicing.resources[0].name: must be nvidia.com/gpu or "
+        "nvidia.com/mig-<profile>");
+    rejects("version: v1\nsharing: {timeSlicing: {resources: []}}\n",
+            "sharing.timeSlicing.resources: required: a non-empty list of {name, replicas}");
+    rejects("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2, "
+            "extra: 1}]}}\n",
+            "sharing.timeSlicing.resources[0].extra: unknown key (expected name, rename, "
+            "replicas, devices)");
+    rejects("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2}, "
+            "{name: nvidia.com/gpu, replicas: 3}]}}\n",
+            "sharing.timeSlicing.resources[1]: nvidia.com/gpu is listed twice");
+    rejects("version: v1\nsharing: {timeSlicing: {renameByDefault: yes please, resources: []}}\n",
+            "sharing.timeSlicing.renameByDefault: must be true or false");
+    rejects("version: v1\nflags: {migStrategy: mixed}\nsharing: {mps: {resources: [{name: "
+            "nvidia.com/gpu, replicas: 2}]}}\n",
+            "sharing.mps: MPS cannot be combined with migStrategy mixed");
+    rejects("version: v1\nsharing:\n  mps: {resources: [{name: nvidia.com/gpu, replicas: 2}]}\n"
+            "  timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2}]}\n",
+            "sharing: timeSlicing and mps cannot both be configured");
+    rejects("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2, "
+            "devices: nope}]}}\n",
+            "sharing.timeSlicing.resources[0].devices: must be \"all\", a positive count, or a "
+            "list of GPU indices or UUIDs");
+    ns_dpconfig *cfg = NULL;
+    kc_err err;
+    cr_assert_eq(ns_dpconfig_parse("version: [", 10, NULL, &cfg, &err), KC_EPARSE);
+    cr_assert_eq(ns_dpconfig_parse("version: v9", 11, "any.yaml", &cfg, &err), KC_EINVALID);
+    cr_assert_str_eq(err.msg, "any.yaml: version: must be v1 (the only supported value)");
+}
+
+Test(ns_dpconfig, select_key)
+{
+    json_t *two = json_pack("{s:s, s:s}", "a100", "version: v1", "t4", "version: v1");
+    json_t *with_default = json_pack("{s:s, s:s}", "default", "x", "t4", "y");
+    json_t *one = json_pack("{s:s}", "only", "x");
+    json_t *none = json_object();
+    const char *key;
+    kc_err err;
+    cr_assert_eq(ns_dpconfig_select_key(two, "t4", "a100", &key, &err), KC_OK);
+    cr_assert_str_eq(key, "t4");
+    cr_assert_eq(ns_dpconfig_select_key(two, NULL, "a100", &key, &err), KC_OK);
+    cr_assert_str_eq(key, "a100");
+    cr_assert_eq(ns_dpconfig_select_key(two, "", "", &key, &err), KC_EINVALID);
+    cr_assert_str_eq(err.msg, "no device-plugin config selected: the node has no "
+                              "nvidia.com/device-plugin.config label, no default is configured, "
+                              "no key is named \"default\", and the ConfigMap holds 2 keys (a100, "
+                              "t4)");
+    cr_assert_null(key);
+    cr_assert_eq(ns_dpconfig_select_key(two, "v100", NULL, &key, &err), KC_ENOTFOUND);
+    cr_assert_str_eq(err.msg, "node label nvidia.com/device-plugin.config=v100 names no key of "
+                              "the ConfigMap (keys: a100, t4)");
+    cr_assert_eq(ns_dpconfig_select_key(two, NULL, "v100", &key, &err), KC_ENOTFOUND);
+    cr_assert_eq(ns_dpconfig_select_key(with_default, NULL, NULL, &key, &err), KC_OK);
+    cr_assert_str_eq(key, "default");
+    cr_assert_eq(ns_dpconfig_select_key(with_default, "t4", NULL, &key, &err), KC_OK);
+    cr_assert_str_eq(key, "t4");
+    cr_assert_eq(ns_dpconfig_select_key(one, NULL, NULL, &key, &err), KC_OK);
+    cr_assert_str_eq(key, "only");
+    cr_assert_eq(ns_dpconfig_select_key(none, NULL, NULL, &key, &err), KC_EINVALID);
+    cr_assert_str_eq(err.msg, "the device-plugin ConfigMap holds no keys");
+    cr_assert_eq(ns_dpconfig_select_key(NULL, NULL, NULL, &key, &err), KC_EINVALID);
+    json_decref(two);
+    json_decref(with_default);
+    json_decref(one);
+    json_decref(none);
+}
+
+Test(ns_dpconfig, time_slicing_t4)
+{
+    ns_dpconfig *cfg = parse_ok("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                                "      - name: nvidia.com/gpu\n        replicas: 4\n");
+    json_t *res = NULL;
+    kc_err err;
+    cr_assert_eq(ns_dp_advertise(cfg, NS_MIG_NONE, ns_gpu_find("T4"), 4, NULL, &res, &err), KC_OK);
+    cr_assert_eq(count(res, "nvidia.com/gpu"), 16);
+    cr_assert_eq(json_object_size(res), 1);
+    json_decref(res);
+    ns_dpconfig_free(cfg);
+    cfg = parse_ok("version: v1\nsharing:\n  timeSlicing:\n    renameByDefault: true\n"
+                   "    resources: [{name: nvidia.com/gpu, replicas: 4}]\n");
+    cr_assert_eq(ns_dp_advertise(cfg, NS_MIG_NONE, ns_gpu_find("T4"), 4, NULL, &res, &err), KC_OK);
+    cr_assert_eq(count(res, "nvidia.com/gpu.shared"), 16);
+    cr_assert_null(json_object_get(res, "nvidia.com/gpu"));
+    json_decref(res);
+    ns_dpconfig_free(cfg);
+    /* No sharing: one resource per GPU. */
+    cr_assert_eq(ns_dp_advertise(NULL, NS_MIG_SINGLE, ns_gpu_find("T4"), 4, NULL, &res, &err),
+                 KC_OK);
+    cr_assert_eq(count(res, "nvidia.com/gpu"), 4);
+    json_decref(res);
+}
+
+Test(ns_dpconfig, mig_strategies)
+{
+    ns_mp_gpu_state st[8];
+    const ns_gpu_model *a100 = ns_gpu_find("A100-SXM4-40GB");
+    json_t *res = NULL;
+    kc_err err;
+    resolve("A100-SXM4-40GB", 8, "all-balanced", st);
+    cr_assert_eq(ns_dp_advertise(NULL, NS_MIG_MIXED, a100, 8, st, &res, &err), KC_OK, "%s",
+                 err.msg);
+    cr_assert_eq(count(res, "nvidia.com/mig-1g.5gb"), 16);
+    cr_assert_eq(count(res, "nvidia.com/mig-2g.10gb"), 8);
+    cr_assert_eq(count(res, "nvidia.com/mig-3g.20gb"), 8);
+    cr_assert_eq(count(res, "nvidia.com/gpu"), 0);
+    cr_assert_eq(json_object_size(res), 4);
+    json_decref(res);
+    /* none ignores MIG. */
+    cr_assert_eq(ns_dp_advertise(NULL, NS_MIG_NONE, a100, 8, st, &res, &err), KC_OK);
+    cr_assert_eq(count(res, "nvidia.com/gpu"), 8);
+    json_decref(res);
+    /* single with several profiles is MIG-INVALID: nothing advertised. */
+    res = (json_t *)1;
+    cr_assert_eq(ns_dp_advertise(NULL, NS_MIG_SINGLE, a100, 8, st, &res, &err), KC_EINVALID);
+    cr_assert_null(res);
+    cr_assert_str_eq(err.msg, "MIG strategy single needs one MIG profile on every GPU, found "
+                              "1g.5gb and 2g.10gb");
+    resolve("A100-SXM4-40GB", 8, "all-1g.5gb", st);
+    cr_assert_eq(ns_dp_advertise(NULL, NS_MIG_MIXED, a100, 8, st, &res, &err), KC_OK);
+    cr_assert_eq(count(res, "nvidia.com/mig-1g.5gb"), 56);
+    cr_assert_eq(count(res, "nvidia.com/gpu"), 0);
+    json_decref(res);
+    cr_assert_eq(ns_dp_advertise(NULL, NS_MIG_SINGLE, a100, 8, st, &res, &err), KC_OK);
+    cr_assert_eq(count(res, "nvidia.com/gpu"), 56);
+    json_decref(res);
+    /* single with one GPU left whole is invalid too. */
+    st[3].mig_enabled = 0;
+    memset(st[3].counts, 0, sizeof(st[3].counts));
+    cr_assert_eq(ns_dp_advertise(NULL, NS_MIG_SINGLE, a100, 8, st, &res, &err), KC_EINVALID);
+    cr_assert_str_eq(err.msg, "MIG strategy single needs every GPU in the same MIG mode: 7 of 8 "
+                              "GPUs have MIG enabled");
+    cr_assert_eq(ns_dp_advertise(NULL, NS_MIG_MIXED, a100, 8, st, &res, &err), KC_OK);
+    cr_assert_eq(count(res, "nvidia.com/mig-1g.5gb"), 49);
+    cr_assert_eq(count(res, "nvidia.com/gpu"), 1);
+    json_decref(res);
+}
+
+Test(ns_dpconfig, sharing_mig_devices)
+{
+    ns_mp_gpu_state st[2];
+    const ns_gpu_model *a100 = ns_gpu_find("A100-SXM4-40GB");
+    json_t *res = NULL;
+    kc_err err;
+    resolve("A100-SXM4-40GB", 2, "all-balanced", st);
+    ns_dpconfig *cfg = parse_ok("version: v1\nsharing:\n  timeSlicing:\n    renameByDefault: true\n"
+                                "    resources:\n"
+                                "      - {name: nvidia.com/mig-1g.5gb, replicas: 3}\n"
+                                "      - {name: nvidia.com/mig-3g.20gb, replicas: 2, rename: "
+                                "nvidia.com/big}\n"
+                                "      - {name: nvidia.com/mig-7g.40gb, replicas: 2}\n");
+    cr_assert_eq(ns_dp_advertise(cfg, NS_MIG_MIXED, a100, 2, st, &res, &err), KC_OK);
+    cr_assert_eq(count(res, "nvidia.com/mig-1g.5gb.shared"), 12);
+    cr_assert_eq(count(res, "nvidia.com/big"), 4);
+    cr_assert_eq(count(res, "nvidia.com/mig-2g.10gb"), 2);
+    cr_assert_null(json_object_get(res, "nvidia.com/mig-7g.40gb.shared"));
+    json_decref(res);
+    ns_dpconfig_free(cfg);
+    cfg = parse_ok("version: v1\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, "
+                   "replicas: 2}]\n");
+    cr_assert_eq(ns_dp_advertise(cfg, NS_MIG_MIXED, a100, 2, st, &res, &err), KC_EINVALID);
+    cr_assert_str_eq(err.msg, "sharing.mps: MPS cannot be combined with MIG strategy mixed");
+    cr_assert_eq(ns_dp_advertise(cfg, NS_MIG_NONE, a100, 2, st, &res, &err), KC_OK);
+    cr_assert_eq(count(res, "nvidia.com/gpu"), 4);
+    json_decref(res);
+    ns_dpconfig_free(cfg);
+    cr_assert_eq(ns_dp_advertise(NULL, NS_MIG_NONE, NULL, 2, NULL, &res, &err), KC_EARG);
+}

@@ -1,0 +1,301 @@
+/* Tests for ns_migparted: parsing, validation and resolution of mig-parted configs. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "ns_migparted.h"
+
+static ns_migparted *parse_ok(const char *yaml)
+{
+    ns_migparted *mp = NULL;
+    kc_err err;
+    kc_code rc = ns_migparted_parse(yaml, strlen(yaml), NULL, &mp, &err);
+    cr_assert_eq(rc, KC_OK, "%s", err.msg);
+    cr_assert_not_null(mp);
+    return mp;
+}
+
+/* Node of n GPUs of one model, all MIG-disabled. */
+static void node(const char *model, size_t n, const ns_gpu_model **models, ns_mp_gpu_state *states)
+{
+    for (size_t i = 0; i < n; i++) {
+        models[i] = ns_gpu_find(model);
+        cr_assert_not_null(models[i]);
+        memset(&states[i], 0, sizeof(states[i]));
+    }
+}
+
+static int total(const ns_gpu_model *const *models, const ns_mp_gpu_state *states, size_t n,
+                 const char *profile)
+{
+    int sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        int idx = ns_gpu_profile_index(models[i], profile);
+        if (idx >= 0)
+            sum += states[i].counts[idx];
+    }
+    return sum;
+}
+
+Test(ns_migparted, default_config_resolves_everywhere)
+{
+    const char *yaml = ns_migparted_default_yaml();
+    ns_migparted *mp = parse_ok(yaml);
+    cr_assert_eq(mp->n_configs, 29); /* 3 + 26 distinct profile names */
+    cr_assert_not_null(ns_migparted_find(mp, "all-disabled"));
+    cr_assert_not_null(ns_migparted_find(mp, "all-enabled"));
+    cr_assert_not_null(ns_migparted_find(mp, "all-balanced"));
+    /* all-<profile> for every non-+me profile of every MIG model. */
+    for (size_t m = 0; m < ns_gpu_model_count(); m++) {
+        const ns_gpu_model *model = ns_gpu_model_at(m);
+        for (size_t p = 0; p < model->n_profiles; p++) {
+            if (model->profiles[p].media_extension)
+                continue;
+            char name[64];
+            snprintf(name, sizeof(name), "all-%s", model->profiles[p].name);
+            cr_assert_not_null(ns_migparted_find(mp, name), "%s missing", name);
+        }
+    }
+    static const char *const fleet[] = {
+        "A100-SXM4-40GB", "A100-PCIE-40GB", "A100-SXM4-80GB", "A30",
+        "H100-80GB-HBM3", "H100-NVL",       "H200",           "Tesla-T4"};
+    for (size_t f = 0; f < sizeof(fleet) / sizeof(fleet[0]); f++) {
+        for (size_t c = 0; c < mp->n_configs; c++) {
+            const ns_gpu_model *models[8];
+            ns_mp_gpu_state states[8];
+            kc_err err;
+            node(fleet[f], 8, models, states);
+            kc_code rc = ns_migparted_apply(mp, mp->configs[c].name, models, 8, states, &err);
+            /* A T4 cannot take MIG: only all-enabled targets every GPU regardless of model. */
+            if (strcmp(fleet[f], "Tesla-T4") == 0 &&
+                strcmp(mp->configs[c].name, "all-enabled") == 0)
+                cr_assert_eq(rc, KC_EINVALID);
+            else
+                cr_assert_eq(rc, KC_OK, "%s on %s: %s", mp->configs[c].name, fleet[f], err.msg);
+        }
+    }
+    ns_migparted_free(mp);
+}
+
+Test(ns_migparted, balanced_and_single_profile_totals)
+{
+    ns_migparted *mp = parse_ok(ns_migparted_default_yaml());
+    const ns_gpu_model *models[8];
+    ns_mp_gpu_state states[8];
+    kc_err err;
+    node("A100-SXM4-40GB", 8, models, states);
+    cr_assert_eq(ns_migparted_apply(mp, "all-balanced", models, 8, states, &err), KC_OK, "%s",
+                 err.msg);
+    cr_assert_eq(total(models, states, 8, "1g.5gb"), 16);
+    cr_assert_eq(total(models, states, 8, "2g.10gb"), 8);
+    cr_assert_eq(total(models, states, 8, "3g.20gb"), 8);
+    cr_assert_eq(total(models, states, 8, "7g.40gb"), 0);
+    for (size_t i = 0; i < 8; i++)
+        cr_assert(states[i].mig_enabled);
+    cr_assert_eq(ns_migparted_apply(mp, "all-1g.5gb", models, 8, states, &err), KC_OK);
+    cr_assert_eq(total(models, states, 8, "1g.5gb"), 56);
+    cr_assert_eq(total(models, states, 8, "3g.20gb"), 0, "a later config replaces the layout");
+    cr_assert_eq(ns_migparted_apply(mp, "all-disabled", models, 8, states, &err), KC_OK);
+    for (size_t i = 0; i < 8; i++)
+        cr_assert_not(states[i].mig_enabled);
+    cr_assert_eq(total(models, states, 8, "1g.5gb"), 0);
+    cr_assert_eq(ns_migparted_apply(mp, "all-enabled", models, 8, states, &err), KC_OK);
+    cr_assert(states[7].mig_enabled);
+    /* The same names resolve per model: 1g.10gb is 4 per A100-40GB but 7 per H100. */
+    cr_assert_eq(ns_migparted_apply(mp, "all-1g.10gb", models, 8, states, &err), KC_OK);
+    cr_assert_eq(total(models, states, 8, "1g.10gb"), 32);
+    node("H100-80GB-HBM3", 8, models, states);
+    cr_assert_eq(ns_migparted_apply(mp, "all-1g.10gb", models, 8, states, &err), KC_OK);
+    cr_assert_eq(total(models, states, 8, "1g.10gb"), 56);
+    node("A30", 4, models, states);
+    cr_assert_eq(ns_migparted_apply(mp, "all-balanced", models, 4, states, &err), KC_OK);
+    cr_assert_eq(total(models, states, 4, "1g.6gb"), 8);
+    cr_assert_eq(total(models, states, 4, "2g.12gb"), 4);
+    ns_migparted_free(mp);
+}
+
+Test(ns_migparted, unmatched_gpus_are_left_alone)
+{
+    ns_migparted *mp = parse_ok(ns_migparted_default_yaml());
+    const ns_gpu_model *models[2] = {ns_gpu_find("A100-SXM4-40GB"), ns_gpu_find("Tesla-T4")};
+    ns_mp_gpu_state states[2] = {{0}, {0}};
+    kc_err err;
+    cr_assert_eq(ns_migparted_apply(mp, "all-1g.12gb", models, 2, states, &err), KC_OK);
+    cr_assert_not(states[0].mig_enabled, "the H100 NVL filter does not match an A100");
+    cr_assert_eq(ns_migparted_apply(mp, "all-balanced", models, 2, states, &err), KC_OK);
+    cr_assert(states[0].mig_enabled);
+    cr_assert_not(states[1].mig_enabled);
+    ns_migparted_free(mp);
+}
+
+Test(ns_migparted, unknown_name)
+{
+    ns_migparted *mp = parse_ok(ns_migparted_default_yaml());
+    const ns_gpu_model *models[1] = {ns_gpu_find("A100-SXM4-40GB")};
+    ns_mp_gpu_state states[1] = {{0}};
+    kc_err err;
+    cr_assert_eq(ns_migparted_apply(mp, "all-9g.1tb", models, 1, states, &err), KC_ENOTFOUND);
+    cr_assert(strstr(err.msg, "\"all-9g.1tb\" is not defined"), "%s", err.msg);
+    cr_assert_null(ns_migparted_find(mp, "nope"));
+    ns_migparted_free(mp);
+}
+
+Test(ns_migparted, entries_in_order_by_index)
+{
+    ns_migparted *mp = parse_ok("version: v1\n"
+                                "mig-configs:\n"
+                                "  custom:\n"
+                                "    - devices: all\n"
+                                "      mig-enabled: true\n"
+                                "      mig-devices: {\"7g.40gb\": 1}\n"
+                                "    - devices: [1, 3]\n"
+                                "      device-filter: 0x20B010DE\n"
+                                "      mig-enabled: true\n"
+                                "      mig-devices:\n"
+                                "        3g.20gb: 1\n"
+                                "        2g.10gb: 1\n"
+                                "        1g.5gb: 2\n"
+                                "    - devices: [2]\n"
+                                "      mig-enabled: false\n"
+                                "      mig-devices: {}\n");
+    const ns_gpu_model *models[4];
+    ns_mp_gpu_state states[4];
+    kc_err err;
+    node("A100-SXM4-40GB", 4, models, states);
+    cr_assert_eq(ns_migparted_apply(mp, "custom", models, 4, states, &err), KC_OK, "%s", err.msg);
+    int i7 = ns_gpu_profile_index(models[0], "7g.40gb");
+    int i1 = ns_gpu_profile_index(models[0], "1g.5gb");
+    cr_assert_eq(states[0].counts[i7], 1);
+    cr_assert_eq(states[1].counts[i7], 0);
+    cr_assert_eq(states[1].counts[i1], 2);
+    cr_assert_not(states[2].mig_enabled);
+    cr_assert_eq(states[3].counts[i1], 2);
+    /* Index 3 on a two-GPU node does not exist. */
+    cr_assert_eq(ns_migparted_apply(mp, "custom", models, 2, states, &err), KC_EINVALID);
+    cr_assert_str_eq(err.msg, "mig-configs.custom[1].devices: GPU index 3 does not exist (the "
+                              "node has 2 GPUs)");
+    ns_migparted_free(mp);
+}
+
+static void apply_fails(const char *yaml, const char *model, const char *msg)
+{
+    ns_migparted *mp = parse_ok(yaml);
+    const ns_gpu_model *models[2];
+    ns_mp_gpu_state states[2];
+    kc_err err;
+    node(model, 2, models, states);
+    states[1].mig_enabled = 1; /* must survive the failed apply */
+    cr_assert_eq(ns_migparted_apply(mp, "c", models, 2, states, &err), KC_EINVALID);
+    cr_assert_str_eq(err.msg, msg);
+    cr_assert_not(states[0].mig_enabled);
+    cr_assert(states[1].mig_enabled);
+    ns_migparted_free(mp);
+}
+
+Test(ns_migparted, user_layouts)
+{
+    apply_fails("version: v1\nmig-configs:\n  c:\n    - devices: all\n      mig-enabled: true\n"
+                "      mig-devices: {3g.20gb: 3}\n",
+                "A100-SXM4-40GB",
+                "mig-configs.c: GPU 0: 3×3g.20gb needs 9 compute slices, an A100-SXM4-40GB has 7");
+    apply_fails("version: v1\nmig-configs:\n  c:\n    - devices: all\n      mig-enabled: true\n"
+                "      mig-devices: {1g.12gb: 1}\n",
+                "A100-SXM4-40GB",
+                "mig-configs.c[0].mig-devices: profile 1g.12gb does not exist on GPU 0 (an "
+                "A100-SXM4-40GB)");
+    apply_fails("version: v1\nmig-configs:\n  c:\n    - devices: all\n      mig-enabled: true\n"
+                "      mig-devices: {}\n",
+                "Tesla-T4", "mig-configs.c[0]: GPU 0 is a Tesla-T4, which does not support MIG");
+    ns_migparted *mp = parse_ok("version: v1\nmig-configs:\n  c:\n    - devices: all\n"
+                                "      mig-enabled: true\n      mig-devices:\n"
+                                "        3g.20gb: 1\n        2g.10gb: 1\n        1g.5gb: 2\n");
+    const ns_gpu_model *models[1] = {ns_gpu_find("A100-SXM4-40GB")};
+    ns_mp_gpu_state states[1] = {{0}};
+    kc_err err;
+    cr_assert_eq(ns_migparted_apply(mp, "c", models, 1, states, &err), KC_OK, "%s", err.msg);
+    ns_migparted_free(mp);
+}
+
+static void rejects(const char *yaml, kc_code code, const char *msg)
+{
+    ns_migparted *mp = (ns_migparted *)1;
+    kc_err err;
+    cr_assert_eq(ns_migparted_parse(yaml, strlen(yaml), NULL, &mp, &err), code, "%s", err.msg);
+    cr_assert_null(mp);
+    if (msg)
+        cr_assert_str_eq(err.msg, msg);
+}
+
+#define ENTRY "version: v1\nmig-configs:\n  all-balanced:\n    - devices: all\n"
+
+Test(ns_migparted, malformed)
+{
+    rejects("version: v2\nmig-configs: {}\n", KC_EINVALID,
+            "version: \"v2\" is not supported (the only supported value is v1)");
+    rejects("mig-configs: {}\n", KC_EINVALID, "version: required (the only supported value is v1)");
+    rejects("version: 1\nmig-configs: {}\n", KC_EINVALID, "version: must be the string v1");
+    rejects("version: v1\n", KC_EINVALID,
+            "mig-configs: required (a map of config name to a list of entries)");
+    rejects("version: v1\nmig-configs: []\n", KC_EINVALID,
+            "mig-configs: must be a map of config name to a list of entries");
+    rejects("version: v1\nmig-configs: {}\nextra: 1\n", KC_EINVALID,
+            "extra: unknown top-level key (expected version and mig-configs)");
+    rejects("- a\n", KC_EINVALID, "the config must be a mapping with version and mig-configs");
+    rejects("version: v1\nmig-configs:\n  x: {}\n", KC_EINVALID,
+            "mig-configs.x: must be a list of entries");
+    rejects("version: v1\nmig-configs:\n  x: [1]\n", KC_EINVALID,
+            "mig-configs.x[0]: must be a mapping with devices, mig-enabled and mig-devices");
+    rejects(ENTRY "      mig-enabled: false\n      gpus: 2\n", KC_EINVALID,
+            "mig-configs.all-balanced[0].gpus: unknown key (expected devices, mig-enabled, "
+            "mig-devices, device-filter)");
+    rejects(ENTRY "      mig-enabled: true\n", KC_EINVALID,
+            "mig-configs.all-balanced[0].mig-devices: required when mig-enabled is true (use {} "
+            "for no MIG devices)");
+    rejects(ENTRY "      mig-enabled: false\n      mig-devices: {1g.5gb: 1}\n", KC_EINVALID,
+            "mig-configs.all-balanced[0].mig-devices: must be empty when mig-enabled is false");
+    rejects(ENTRY "      mig-enabled: true\n      mig-devices: {\"1g.5gb\": -1}\n", KC_EINVALID,
+            "mig-configs.all-balanced[0].mig-devices.\"1g.5gb\": count must be a positive "
+            "integer");
+    rejects(ENTRY "      mig-enabled: true\n      mig-devices: {\"1g.5gb\": 0}\n", KC_EINVALID,
+            "mig-configs.all-balanced[0].mig-devices.\"1g.5gb\": count must be a positive "
+            "integer");
+    rejects(ENTRY "      mig-enabled: true\n      mig-devices: [1]\n", KC_EINVALID,
+            "mig-configs.all-balanced[0].mig-devices: must be a map of MIG profile to count");
+    rejects(ENTRY "      mig-enabled: maybe\n", KC_EINVALID,
+            "mig-configs.all-balanced[0].mig-enabled: must be true or false");
+    rejects(ENTRY, KC_EINVALID,
+            "mig-configs.all-balanced[0].mig-enabled: required (true or false)");
+    rejects("version: v1\nmig-configs:\n  c:\n    - mig-enabled: false\n", KC_EINVALID,
+            "mig-configs.c[0].devices: required (\"all\" or a list of GPU indices)");
+    rejects("version: v1\nmig-configs:\n  c:\n    - devices: [0, -1]\n      mig-enabled: false\n",
+            KC_EINVALID, "mig-configs.c[0].devices[1]: must be a non-negative GPU index");
+    rejects("version: v1\nmig-configs:\n  c:\n    - devices: some\n      mig-enabled: false\n",
+            KC_EINVALID, "mig-configs.c[0].devices: must be \"all\" or a list of GPU indices");
+    rejects(ENTRY "      mig-enabled: false\n      device-filter: [\"0x20B010DE\", \"0x20B0\"]\n",
+            KC_EINVALID,
+            "mig-configs.all-balanced[0].device-filter[1]: \"0x20B0\" is not a PCI id of the form "
+            "0x<device><vendor> (8 hex digits, e.g. 0x20B010DE)");
+    rejects(ENTRY "      mig-enabled: false\n      device-filter: \"0xZZB010DE\"\n", KC_EINVALID,
+            "mig-configs.all-balanced[0].device-filter: \"0xZZB010DE\" is not a PCI id of the "
+            "form 0x<device><vendor> (8 hex digits, e.g. 0x20B010DE)");
+    rejects(ENTRY "      mig-enabled: false\n      device-filter: {a: 1}\n", KC_EINVALID,
+            "mig-configs.all-balanced[0].device-filter: must be a PCI id or a list of PCI ids");
+    rejects("version: v1\nmig-configs: [\n", KC_EPARSE, NULL);
+}
+
+Test(ns_migparted, filter_spellings_and_name_prefix)
+{
+    ns_migparted *mp = parse_ok(ENTRY "      mig-enabled: false\n"
+                                      "      device-filter: [\"0x20b010de\", 0X20F110DE]\n");
+    cr_assert_eq(mp->configs[0].entries[0].n_filter, 2);
+    cr_assert_eq(mp->configs[0].entries[0].filter[0], 0x20B010DE);
+    cr_assert_eq(mp->configs[0].entries[0].filter[1], 0x20F110DE);
+    ns_migparted_free(mp);
+    const char *bad = "version: v3\nmig-configs: {}\n";
+    kc_err err;
+    cr_assert_eq(ns_migparted_parse(bad, strlen(bad), "config.yaml", &mp, &err), KC_EINVALID);
+    cr_assert_str_eq(err.msg, "config.yaml: version: \"v3\" is not supported (the only supported "
+                              "value is v1)");
+    cr_assert_eq(ns_migparted_parse("", 0, NULL, &mp, &err), KC_EINVALID);
+    cr_assert_eq(ns_migparted_parse(NULL, 0, NULL, NULL, &err), KC_EARG);
+    ns_migparted_free(NULL);
+}
