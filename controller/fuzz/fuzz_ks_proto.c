@@ -1,7 +1,9 @@
 /* Fuzz target: kubesim's protobuf body decoder (ks_proto_decode) on arbitrary envelopes, and on
- * arbitrary Secret / ConfigMap / DeleteOptions messages wrapped in a valid envelope. Needs
+ * arbitrary messages of every kind it decodes (Secret, ConfigMap, Namespace, ServiceAccount,
+ * TokenRequest, SelfSubjectAccessReview, DeleteOptions) wrapped in a valid envelope. Needs
  * kubesim_core linked in (see the kubesim fuzz build). */
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +21,27 @@ static size_t put_varint(uint8_t *out, uint64_t v)
     return n;
 }
 
-/* Success yields an object of the requested kind that serialises; failure yields no object and a
+/* The kinds ks_proto_decode decodes, with the apiVersion the envelope names. */
+static const char *const kinds[][2] = {
+    {"v1", "Secret"},
+    {"v1", "ConfigMap"},
+    {"v1", "Namespace"},
+    {"v1", "ServiceAccount"},
+    {"authentication.k8s.io/v1", "TokenRequest"},
+    {"authorization.k8s.io/v1", "SelfSubjectAccessReview"},
+    {"v1", "DeleteOptions"},
+};
+#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
+
+static bool known_kind(const char *kind)
+{
+    for (size_t k = 0; kind && k < NKINDS; k++)
+        if (strcmp(kind, kinds[k][1]) == 0)
+            return true;
+    return false;
+}
+
+/* Success yields an object of a decoded kind that serialises; failure yields no object and a
  * message, with one of the codes the API layer maps (400, 415, 500). */
 static void check(const uint8_t *body, size_t len)
 {
@@ -28,8 +50,7 @@ static void check(const uint8_t *body, size_t len)
     kc_code rc = ks_proto_decode((const char *)body, len, &out, &err);
     if (rc == KC_OK) {
         const char *kind = json_string_value(json_object_get(out, "kind"));
-        if (!json_is_object(out) || !kind ||
-            (strcmp(kind, "Secret") && strcmp(kind, "ConfigMap") && strcmp(kind, "DeleteOptions")))
+        if (!json_is_object(out) || !known_kind(kind))
             abort();
         char *s = json_dumps(out, JSON_COMPACT);
         if (!s)
@@ -50,16 +71,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(data, size);
 
     /* The input as the raw object of each supported kind. */
-    static const char *const kinds[][2] = {
-        {"v1", "Secret"}, {"v1", "ConfigMap"}, {"v1", "DeleteOptions"}};
-    uint8_t *buf = malloc(size + 64);
+    uint8_t *buf = malloc(size + 128);
     if (!buf)
         return 0;
-    for (size_t k = 0; k < 3; k++) {
+    for (size_t k = 0; k < NKINDS; k++) {
         size_t n = 0;
         memcpy(buf, "k8s\0", 4);
         n = 4;
-        uint8_t tm[32];
+        uint8_t tm[96];
         size_t tn = 0;
         size_t al = strlen(kinds[k][0]), kl = strlen(kinds[k][1]);
         tm[tn++] = 0x0a;

@@ -34,12 +34,14 @@ kc_code kc_config_load_kubeconfig(const char *path, const char *context, kc_conf
                                   kc_err *err);
 
 /* Loads the in-cluster config: KUBERNETES_SERVICE_HOST/PORT and the service-account token (as a
- * token_file, so rotations are picked up), ca.crt and namespace under root (NULL →
+ * token_file, so rotations are picked up), ca.crt and namespace under root (NULL or "" → the
+ * directory in $KC_INCLUSTER_ROOT when set and non-empty, as kubesim's local pods have it, else
  * "/var/run/secrets/kubernetes.io/serviceaccount"). */
 kc_code kc_config_load_incluster(const char *root, kc_config **out, kc_err *err);
 
 /* The operator's order: explicit --kubeconfig path, then $KUBECONFIG, then in-cluster when
- * KUBERNETES_SERVICE_HOST is set, then ~/.kube/config. */
+ * KUBERNETES_SERVICE_HOST is set (from $KC_INCLUSTER_ROOT when set, see above), then
+ * ~/.kube/config. */
 kc_code kc_config_load_default(const char *kubeconfig_flag, const char *context, kc_config **out,
                                kc_err *err);
 

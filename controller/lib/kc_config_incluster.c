@@ -149,8 +149,11 @@ kc_code kc_config_load_incluster(const char *root, kc_config **out, kc_err *err)
     if (!out)
         return kc_err_set(err, KC_EARG, "kc_config_load_incluster: NULL out");
     *out = NULL;
+    /* kubesim's kubelet runs pods as local processes whose service-account files cannot live at
+     * the standard path: it names their directory in KC_INCLUSTER_ROOT. */
+    const char *env_root = getenv("KC_INCLUSTER_ROOT");
     if (!root || !root[0])
-        root = SA_ROOT;
+        root = env_root && env_root[0] ? env_root : SA_ROOT;
     const char *host = getenv("KUBERNETES_SERVICE_HOST");
     const char *port = getenv("KUBERNETES_SERVICE_PORT");
     if (!host || !host[0])

@@ -25,6 +25,7 @@ static void setup(void)
     unsetenv("KUBECONFIG");
     unsetenv("KUBERNETES_SERVICE_HOST");
     unsetenv("KUBERNETES_SERVICE_PORT");
+    unsetenv("KC_INCLUSTER_ROOT");
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -708,6 +709,47 @@ Test(incluster, errors_name_env_and_files)
     cr_assert_eq(kc_config_load_incluster(sa_root(), NULL, NULL), KC_EARG);
 }
 
+Test(incluster, root_from_kc_incluster_root)
+{
+    /* kubesim's local pods: the service-account files are where KC_INCLUSTER_ROOT says. */
+    sa_files("envtoken", "from-env\n");
+    setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", "6443", 1);
+    setenv("KC_INCLUSTER_ROOT", sa_root(), 1);
+    kc_config *cfg = NULL;
+    kc_err e = {0};
+    cr_assert_eq(kc_config_load_incluster(NULL, &cfg, &e), KC_OK, "%s", e.msg);
+    char want[256];
+    snprintf(want, sizeof(want), "%s/sa/token", tdir);
+    cr_assert_str_eq(cfg->token_file, want);
+    cr_assert_str_eq(cfg->namespace_, "from-env");
+    cr_assert_str_eq(cfg->ca_pem, CA_PEM);
+    kc_config_free(cfg);
+    /* "" is "not given" too. */
+    cr_assert_eq(kc_config_load_incluster("", &cfg, &e), KC_OK, "%s", e.msg);
+    cr_assert_str_eq(cfg->namespace_, "from-env");
+    kc_config_free(cfg);
+    /* An explicit root wins over the variable. */
+    wfile("other/token", "t2");
+    wfile("other/ca.crt", CA_PEM);
+    wfile("other/namespace", "explicit");
+    char other[256];
+    snprintf(other, sizeof(other), "%s/other", tdir);
+    cr_assert_eq(kc_config_load_incluster(other, &cfg, &e), KC_OK, "%s", e.msg);
+    cr_assert_str_eq(cfg->namespace_, "explicit");
+    kc_config_free(cfg);
+    /* Errors name the files under the variable's directory. */
+    setenv("KC_INCLUSTER_ROOT", other, 1);
+    cr_assert_eq(unlink(wfile("other/ca.crt", "")), 0);
+    cr_assert_eq(kc_config_load_incluster(NULL, &cfg, &e), KC_ECONFIG);
+    cr_assert_str_eq(e.msg, at("in-cluster config: %s/other/ca.crt: cannot read: No such file or "
+                               "directory"));
+    /* Set but empty: the standard path. */
+    setenv("KC_INCLUSTER_ROOT", "", 1);
+    cr_assert_eq(kc_config_load_incluster(NULL, &cfg, &e), KC_ECONFIG);
+    cr_assert(strstr(e.msg, "/var/run/secrets/kubernetes.io/serviceaccount/token"), "%s", e.msg);
+}
+
 /* ---- load_default order ------------------------------------------------------------------- */
 
 static const char *cfg_with_server(const char *rel, const char *server)
@@ -756,6 +798,15 @@ Test(config_default, order)
     cr_assert_null(cfg);
     cr_assert(strstr(e.msg, "in-cluster config: /var/run/secrets/kubernetes.io/serviceaccount/"),
               "%s", e.msg);
+    /* ... and from KC_INCLUSTER_ROOT when kubesim's kubelet sets it. */
+    sa_files("tok", "ns-from-env");
+    setenv("KC_INCLUSTER_ROOT", sa_root(), 1);
+    cr_assert_eq(kc_config_load_default(NULL, NULL, &cfg, &e), KC_OK, "%s", e.msg);
+    cr_assert_str_eq(cfg->server, "https://10.0.0.1:443");
+    cr_assert_str_eq(cfg->source, "in-cluster");
+    cr_assert_str_eq(cfg->namespace_, "ns-from-env");
+    kc_config_free(cfg);
+    /* The variable alone does not make a pod: without KUBERNETES_SERVICE_HOST, ~/.kube/config. */
     unsetenv("KUBERNETES_SERVICE_HOST");
     s = default_server(NULL);
     cr_assert_str_eq(s, "https://home");

@@ -186,7 +186,7 @@ Test(informer, custom_transform_applies_to_cache_and_handlers)
     ie_start_synced(&e);
     ie_wait_watches(&e, 1);
     ie_put_cm(&e, "ns", "a", "1");
-    cr_assert(ie_wait_for(&e, saw_two, 3000));
+    cr_assert(ie_wait_for(&e, saw_two, 20000));
     cr_assert_eq(atomic_load(&calls), 2, "once per listed object and per event");
     json_t *a = kc_informer_get(e.inf, "ns", "a");
     cr_assert_null(json_object_get(a, "kind"), "transform must have dropped kind");

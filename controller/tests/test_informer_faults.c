@@ -173,7 +173,7 @@ Test(informer_faults, bookmark_advances_resume_version)
     for (int i = 0; i < 5; i++)
         ie_put_cm(&e, "other", "x", i % 2 ? "1" : "0");
     fakeapi_bookmark(e.api);
-    cr_assert(ie_wait_for(&e, has_bookmark, 3000));
+    cr_assert(ie_wait_for(&e, has_bookmark, 20000));
     char rv[32];
     snprintf(rv, sizeof(rv), "%llu", (unsigned long long)fakeapi_rv(e.api));
     cr_assert_str_eq(ie_stats(&e).resource_version, rv);
@@ -246,14 +246,14 @@ Test(informer_faults, failing_list_backs_off_exponentially_then_syncs)
     cr_assert_eq(kc_informer_start(e.inf, &err), KC_OK);
     cr_assert_eq(kc_informer_start(e.inf, &err), KC_EARG, "second start refused");
     long long t0 = ie_now_ms();
-    cr_assert(ie_wait_for(&e, errors_at_least_4, 3000));
+    cr_assert(ie_wait_for(&e, errors_at_least_4, 20000));
     cr_assert_not(kc_informer_synced(e.inf), "not synced while lists fail");
     cr_assert_eq(kc_informer_count(e.inf), 0);
     kc_informer_stats s = ie_stats(&e);
     /* Delays 20, 40, 80 then capped at 80, each with up to 25% jitter. */
     cr_assert(s.last_backoff_ms >= 80 && s.last_backoff_ms <= 100, "last backoff %ld",
               s.last_backoff_ms);
-    cr_assert(ie_wait_for(&e, ie_is_synced, 3000));
+    cr_assert(ie_wait_for(&e, ie_is_synced, 20000));
     cr_assert_geq(ie_now_ms() - t0, 20 + 40 + 80, "the backoffs were actually waited");
     cr_assert_eq(e.adds, 1);
     cr_assert_eq(ie_stats(&e).lists, 1);
@@ -277,7 +277,7 @@ Test(informer_faults, failing_watch_retries_from_same_version)
     /* The first watch request is refused; it is retried, not turned into a relist. */
     fakeapi_cut_watches(e.api);
     fakeapi_fail_next(e.api, 1, 503, "ServiceUnavailable");
-    cr_assert(ie_wait_for(&e, errors_at_least_1, 3000));
+    cr_assert(ie_wait_for(&e, errors_at_least_1, 20000));
     ie_wait_watches(&e, 1);
     ie_put_cm(&e, "ns", "a", "1");
     ie_wait_events(&e, 2);

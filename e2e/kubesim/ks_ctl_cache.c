@@ -467,6 +467,8 @@ static void dispatch(ks_controllers *c, ksc_ent *e, const json_t *old, const jso
         dispatch_pod(c, e, old, now, deleted);
         break;
     case KSC_K_SERVICE:
+        if (deleted)
+            ksc_svc_deleted(c, now);
         q(c, KSC_W_EP, e->nskey);
         break;
     case KSC_K_ENDPOINTS:

@@ -273,6 +273,9 @@ kc_code ksc_rs_sync(ksc_worker *w, const char *key, kc_err *err);
 kc_code ksc_ds_sync(ksc_worker *w, const char *key, kc_err *err);
 kc_code ksc_sched_sync(ksc_worker *w, const char *key, kc_err *err);
 kc_code ksc_ep_sync(ksc_worker *w, const char *key, kc_err *err);
+/* A Service is gone (its DELETED event, cache lock held): its clusterIP and node ports go back to
+ * admission's allocators so a new Service may take them. */
+void ksc_svc_deleted(ks_controllers *c, const json_t *svc);
 kc_code ksc_podgc_sync(ksc_worker *w, const char *key, kc_err *err);
 kc_code ksc_crd_sync(ksc_worker *w, const char *key, kc_err *err);
 

@@ -144,6 +144,9 @@ static size_t subresources_of(const ks_rtype *t, subres out[6])
     }
     if (core && !strcmp(t->resource, "namespaces"))
         out[n++] = (subres){"finalize", NULL, NULL, "Namespace", {"update", NULL}};
+    if (core && !strcmp(t->resource, "serviceaccounts"))
+        out[n++] =
+            (subres){"token", "authentication.k8s.io", "v1", "TokenRequest", {"create", NULL}};
     return n;
 }
 

@@ -1,6 +1,7 @@
 /* ks_proto: decoding of the Kubernetes protobuf bodies client-go sends (helm's release Secrets,
- * kubectl create configmap, DeleteOptions): the "k8s\0" envelope, runtime.Unknown, and the
- * Secret / ConfigMap / DeleteOptions messages, into their JSON form. */
+ * kubectl create configmap/namespace/serviceaccount/token, kubectl auth can-i, DeleteOptions):
+ * the "k8s\0" envelope, runtime.Unknown, and the Secret / ConfigMap / Namespace / ServiceAccount /
+ * TokenRequest / SelfSubjectAccessReview / DeleteOptions messages, into their JSON form. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +89,124 @@ static const pfield CONFIGMAP_F[] = {
     {4, "immutable", F_BOOL, false, true, NULL},
 };
 static const pmsg CONFIGMAP = MSG("ConfigMap", CONFIGMAP_F);
+
+static const pfield NS_SPEC_F[] = {
+    {1, "finalizers", F_STRING, true, false, NULL},
+};
+static const pmsg NS_SPEC = MSG("NamespaceSpec", NS_SPEC_F);
+
+static const pfield NS_COND_F[] = {
+    {1, "type", F_STRING, false, false, NULL},
+    {2, "status", F_STRING, false, false, NULL},
+    {4, "lastTransitionTime", F_TIME, false, false, NULL},
+    {5, "reason", F_STRING, false, false, NULL},
+    {6, "message", F_STRING, false, false, NULL},
+};
+static const pmsg NS_COND = MSG("NamespaceCondition", NS_COND_F);
+
+static const pfield NS_STATUS_F[] = {
+    {1, "phase", F_STRING, false, false, NULL},
+    {2, "conditions", F_MSG, true, false, &NS_COND},
+};
+static const pmsg NS_STATUS = MSG("NamespaceStatus", NS_STATUS_F);
+
+static const pfield NAMESPACE_F[] = {
+    {1, "metadata", F_MSG, false, false, &META},
+    {2, "spec", F_MSG, false, false, &NS_SPEC},
+    {3, "status", F_MSG, false, false, &NS_STATUS},
+};
+static const pmsg NAMESPACE = MSG("Namespace", NAMESPACE_F);
+
+static const pfield OBJREF_F[] = {
+    {1, "kind", F_STRING, false, false, NULL},
+    {2, "namespace", F_STRING, false, false, NULL},
+    {3, "name", F_STRING, false, false, NULL},
+    {4, "uid", F_STRING, false, false, NULL},
+    {5, "apiVersion", F_STRING, false, false, NULL},
+    {6, "resourceVersion", F_STRING, false, false, NULL},
+    {7, "fieldPath", F_STRING, false, false, NULL},
+};
+static const pmsg OBJREF = MSG("ObjectReference", OBJREF_F);
+
+static const pfield LOCALREF_F[] = {
+    {1, "name", F_STRING, false, false, NULL},
+};
+static const pmsg LOCALREF = MSG("LocalObjectReference", LOCALREF_F);
+
+static const pfield SA_F[] = {
+    {1, "metadata", F_MSG, false, false, &META},
+    {2, "secrets", F_MSG, true, false, &OBJREF},
+    {3, "imagePullSecrets", F_MSG, true, false, &LOCALREF},
+    {4, "automountServiceAccountToken", F_BOOL, false, true, NULL},
+};
+static const pmsg SERVICEACCOUNT = MSG("ServiceAccount", SA_F);
+
+static const pfield BOUNDREF_F[] = {
+    {1, "kind", F_STRING, false, false, NULL},
+    {2, "apiVersion", F_STRING, false, false, NULL},
+    {3, "name", F_STRING, false, false, NULL},
+    {4, "uid", F_STRING, false, false, NULL},
+};
+static const pmsg BOUNDREF = MSG("BoundObjectReference", BOUNDREF_F);
+
+static const pfield TOKREQ_SPEC_F[] = {
+    {1, "audiences", F_STRING, true, false, NULL},
+    {3, "boundObjectRef", F_MSG, false, false, &BOUNDREF},
+    {4, "expirationSeconds", F_INT64, false, true, NULL},
+};
+static const pmsg TOKREQ_SPEC = MSG("TokenRequestSpec", TOKREQ_SPEC_F);
+
+static const pfield TOKREQ_STATUS_F[] = {
+    {1, "token", F_STRING, false, false, NULL},
+    {2, "expirationTimestamp", F_TIME, false, false, NULL},
+};
+static const pmsg TOKREQ_STATUS = MSG("TokenRequestStatus", TOKREQ_STATUS_F);
+
+static const pfield TOKREQ_F[] = {
+    {1, "metadata", F_MSG, false, false, &META},
+    {2, "spec", F_MSG, false, false, &TOKREQ_SPEC},
+    {3, "status", F_MSG, false, false, &TOKREQ_STATUS},
+};
+static const pmsg TOKENREQUEST = MSG("TokenRequest", TOKREQ_F);
+
+/* fieldSelector (8) and labelSelector (9) are skipped: kubesim's authorizer ignores them. */
+static const pfield RES_ATTR_F[] = {
+    {1, "namespace", F_STRING, false, false, NULL},
+    {2, "verb", F_STRING, false, false, NULL},
+    {3, "group", F_STRING, false, false, NULL},
+    {4, "version", F_STRING, false, false, NULL},
+    {5, "resource", F_STRING, false, false, NULL},
+    {6, "subresource", F_STRING, false, false, NULL},
+    {7, "name", F_STRING, false, false, NULL},
+};
+static const pmsg RES_ATTR = MSG("ResourceAttributes", RES_ATTR_F);
+
+static const pfield NONRES_ATTR_F[] = {
+    {1, "path", F_STRING, false, false, NULL},
+    {2, "verb", F_STRING, false, false, NULL},
+};
+static const pmsg NONRES_ATTR = MSG("NonResourceAttributes", NONRES_ATTR_F);
+
+static const pfield SSAR_SPEC_F[] = {
+    {1, "resourceAttributes", F_MSG, false, false, &RES_ATTR},
+    {2, "nonResourceAttributes", F_MSG, false, false, &NONRES_ATTR},
+};
+static const pmsg SSAR_SPEC = MSG("SelfSubjectAccessReviewSpec", SSAR_SPEC_F);
+
+static const pfield SAR_STATUS_F[] = {
+    {1, "allowed", F_BOOL, false, false, NULL},
+    {2, "reason", F_STRING, false, false, NULL},
+    {3, "evaluationError", F_STRING, false, false, NULL},
+    {4, "denied", F_BOOL, false, false, NULL},
+};
+static const pmsg SAR_STATUS = MSG("SubjectAccessReviewStatus", SAR_STATUS_F);
+
+static const pfield SSAR_F[] = {
+    {1, "metadata", F_MSG, false, false, &META},
+    {2, "spec", F_MSG, false, false, &SSAR_SPEC},
+    {3, "status", F_MSG, false, false, &SAR_STATUS},
+};
+static const pmsg SSAR = MSG("SelfSubjectAccessReview", SSAR_F);
 
 static const pfield PRECOND_F[] = {
     {1, "uid", F_STRING, false, true, NULL},
@@ -413,6 +532,33 @@ static kc_code decode_msg(rd *r, const pmsg *m, json_t *out, kc_err *err)
 
 /* ---- the envelope ------------------------------------------------------------------------- */
 
+/* The kinds kubesim decodes; api_version NULL: any (DeleteOptions comes in several groups). */
+static const struct {
+    const char *kind, *api_version;
+    const pmsg *msg;
+} KINDS[] = {
+    {"Secret", "v1", &SECRET},
+    {"ConfigMap", "v1", &CONFIGMAP},
+    {"Namespace", "v1", &NAMESPACE},
+    {"ServiceAccount", "v1", &SERVICEACCOUNT},
+    {"TokenRequest", "authentication.k8s.io/v1", &TOKENREQUEST},
+    {"SelfSubjectAccessReview", "authorization.k8s.io/v1", &SSAR},
+    {"DeleteOptions", NULL, &DELETE_OPTS},
+};
+#define KIND_LIST                                                                                  \
+    "v1 Secret, ConfigMap, Namespace and ServiceAccount, authentication.k8s.io/v1 TokenRequest, "  \
+    "authorization.k8s.io/v1 SelfSubjectAccessReview and DeleteOptions"
+
+/* The `kubectl create` subcommand of a kind ("Deployment" → "deployment"), for the message. */
+static const char *kind_cmd(const char *kind, char *buf, size_t size)
+{
+    size_t i = 0;
+    for (; kind[i] && i + 1 < size; i++)
+        buf[i] = (char)(kind[i] >= 'A' && kind[i] <= 'Z' ? kind[i] + 32 : kind[i]);
+    buf[i] = '\0';
+    return buf;
+}
+
 kc_code ks_proto_decode(const char *body, size_t len, json_t **out, kc_err *err)
 {
     static const uint8_t magic[4] = {'k', '8', 's', 0};
@@ -476,19 +622,18 @@ kc_code ks_proto_decode(const char *body, size_t len, json_t **out, kc_err *err)
         goto fail;
     }
     const pmsg *m = NULL;
-    bool core = api && strcmp(api, "v1") == 0;
-    if (strcmp(kind, "Secret") == 0 && core)
-        m = &SECRET;
-    else if (strcmp(kind, "ConfigMap") == 0 && core)
-        m = &CONFIGMAP;
-    else if (strcmp(kind, "DeleteOptions") == 0)
-        m = &DELETE_OPTS;
+    for (size_t i = 0; i < sizeof(KINDS) / sizeof(KINDS[0]) && !m; i++)
+        if (strcmp(kind, KINDS[i].kind) == 0 &&
+            (!KINDS[i].api_version || (api && strcmp(api, KINDS[i].api_version) == 0)))
+            m = KINDS[i].msg;
     if (!m) {
+        /* kubectl's typed `create <kind>` commands send protobuf; apply -f sends JSON. */
+        char cmd[64];
         rc = kc_err_set(err, KC_EUNSUPPORTED,
-                        "protobuf body: kind \"%s\" (apiVersion \"%s\") cannot be decoded from "
-                        "protobuf by kubesim (only v1 Secret, v1 ConfigMap and DeleteOptions); "
-                        "send it as application/json",
-                        kind, api ? api : "");
+                        "the protobuf encoding of %s (apiVersion \"%s\") is not supported by "
+                        "kubesim (it decodes only %s): send the object as JSON instead, e.g. with "
+                        "`kubectl apply -f FILE` rather than `kubectl create %s`",
+                        kind, api ? api : "", KIND_LIST, kind_cmd(kind, cmd, sizeof(cmd)));
         goto fail;
     }
     if (!(obj = json_object())) {

@@ -320,7 +320,11 @@ static enum MHD_Result handle_create(ks_req *r)
     const ks_route *rt = &r->route;
     kc_err err;
     json_t *obj = NULL;
-    if (ks_decode_body(r, &obj, &err) != KC_OK || check_body(r, obj, NULL, &err) != KC_OK) {
+    ks_fv fv = ks_fv_parse(r);
+    if (fv == KS_FV_BAD)
+        return ks_fv_reply_bad(r, "CreateOptions");
+    if (ks_decode_body(r, &obj, &err) != KC_OK || check_body(r, obj, NULL, &err) != KC_OK ||
+        ks_fv_check(r, fv, rt->t, obj, false, &err) != KC_OK) {
         json_decref(obj);
         return ks_reply_error(r, &err);
     }
@@ -360,7 +364,11 @@ static enum MHD_Result handle_update(ks_req *r, ks_write_kind kind)
     const ks_route *rt = &r->route;
     kc_err err;
     json_t *obj = NULL;
-    if (ks_decode_body(r, &obj, &err) != KC_OK || check_body(r, obj, rt->name, &err) != KC_OK) {
+    ks_fv fv = ks_fv_parse(r);
+    if (fv == KS_FV_BAD)
+        return ks_fv_reply_bad(r, "UpdateOptions");
+    if (ks_decode_body(r, &obj, &err) != KC_OK || check_body(r, obj, rt->name, &err) != KC_OK ||
+        ks_fv_check(r, fv, rt->t, obj, false, &err) != KC_OK) {
         json_decref(obj);
         return ks_reply_error(r, &err);
     }
@@ -692,6 +700,8 @@ enum MHD_Result ks_handle_resource(ks_req *r)
             return !strcmp(m, "POST") ? handle_binding(r) : method_not_allowed(r);
         if (!strcmp(sub, "finalize"))
             return !strcmp(m, "PUT") ? handle_finalize(r) : method_not_allowed(r);
+        if (!strcmp(sub, "token"))
+            return !strcmp(m, "POST") ? ks_handle_token(r) : method_not_allowed(r);
         if (!strcmp(sub, "scale"))
             return ks_handle_scale(r);
         /* status */

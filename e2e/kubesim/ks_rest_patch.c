@@ -17,6 +17,7 @@ typedef struct patch_ctx {
     patch_kind kind;
     const json_t *patch;
     bool scale; /* the patch is against the Scale view of the object */
+    ks_fv fv;   /* ?fieldValidation= */
 } patch_ctx;
 
 static const char UNKNOWN_PATCH[] = "the body of the request was in an unknown format - accepted "
@@ -122,6 +123,12 @@ static kc_code patch_fn(void *ud, json_t *obj, kc_err *err)
         json_decref(res);
         return rc;
     }
+    /* Unknown fields of a custom object: decided on the patched result, as the API server does
+     * (server-side apply reports them its own way and is not checked here). */
+    if (c->kind != PATCH_APPLY && (rc = ks_fv_check(c->r, c->fv, rt->t, res, true, err)) != KC_OK) {
+        json_decref(res);
+        return rc;
+    }
     /* What the patch cannot change. */
     json_object_set(res, "apiVersion", json_object_get(obj, "apiVersion"));
     json_object_set(res, "kind", json_object_get(obj, "kind"));
@@ -220,6 +227,9 @@ enum MHD_Result ks_handle_patch(ks_req *r)
     patch_kind kind;
     json_t *patch = NULL, *out = NULL;
     enum MHD_Result ret;
+    ks_fv fv = ks_fv_parse(r);
+    if (fv == KS_FV_BAD)
+        return ks_fv_reply_bad(r, "PatchOptions");
     if (patch_kind_of(r, &kind, &err) != KC_OK || parse_patch_body(r, kind, &patch, &err) != KC_OK)
         return ks_reply_error(r, &err);
     if (kind == PATCH_APPLY) {
@@ -245,7 +255,7 @@ enum MHD_Result ks_handle_patch(ks_req *r)
             return ks_reply_error(r, &err);
         }
     }
-    patch_ctx c = {.r = r, .kind = kind, .patch = patch};
+    patch_ctx c = {.r = r, .kind = kind, .patch = patch, .fv = fv};
     ks_write_kind wk = rt->sub && !strcmp(rt->sub, "status") ? KS_WRITE_STATUS : KS_WRITE_MAIN;
     kc_code rc;
     if (ks_dry_run(r)) {

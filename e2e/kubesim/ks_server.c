@@ -146,6 +146,8 @@ static bool sub_allowed(const ks_rtype *t, const char *sub)
         return !strcmp(sub, "log") || !strcmp(sub, "eviction") || !strcmp(sub, "binding");
     if (core && strcmp(t->resource, "namespaces") == 0)
         return strcmp(sub, "finalize") == 0;
+    if (core && strcmp(t->resource, "serviceaccounts") == 0)
+        return strcmp(sub, "token") == 0;
     return false;
 }
 
@@ -242,12 +244,14 @@ static enum MHD_Result reply_forbidden(ks_req *r, const char *reason)
         snprintf(qual, sizeof(qual), "%s.%s", rt->t->resource, rt->t->group);
     else
         snprintf(qual, sizeof(qual), "%s", rt->t->resource);
-    if (rt->name && strcmp(r->verb, "create") != 0)
+    /* A create names an object only through a subresource (serviceaccounts/NAME/token). */
+    bool named = rt->name && (strcmp(r->verb, "create") != 0 || rt->sub);
+    if (named)
         snprintf(msg, sizeof(msg), "%s \"%s\" is forbidden: %s", qual, rt->name, reason);
     else
         snprintf(msg, sizeof(msg), "%s is forbidden: %s", qual, reason);
     json_t *d = json_object();
-    if (rt->name && strcmp(r->verb, "create") != 0)
+    if (named)
         json_object_set_new(d, "name", json_string(rt->name));
     if (rt->t->group[0])
         json_object_set_new(d, "group", json_string(rt->t->group));
@@ -330,6 +334,10 @@ static enum MHD_Result dispatch(ks_req *r)
     if (handled) {
         count_request(r, "get", r->nseg && !strcmp(r->seg[0], "openapi") ? "openapi" : "discovery");
         return ret;
+    }
+    if (ks_is_ssar_path(r)) {
+        count_request(r, "create", "selfsubjectaccessreviews.authorization.k8s.io");
+        return ks_handle_ssar(r);
     }
     if (!parse_route(r))
         return ks_reply_not_found(r);
@@ -465,6 +473,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(r->url);
     free(r->body);
     free(r->segbuf);
+    json_decref(r->warnings);
     free(r);
 }
 

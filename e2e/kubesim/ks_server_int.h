@@ -76,6 +76,7 @@ typedef struct ks_req {
     int status;         /* the status sent, for the log */
     char verb[24];      /* the authorization verb; "" when not a resource request */
     char obj_name[256]; /* the object a create names, for Status details */
+    json_t *warnings;   /* texts for `Warning: 299 - "..."` response headers (array) or NULL */
     char *segbuf;       /* copy of url split into segments */
     const char *seg[KS_MAX_SEGMENTS];
     int nseg;
@@ -137,6 +138,38 @@ kc_code ks_decode_body(ks_req *r, json_t **out, kc_err *err);
 /* Replies with an object (STOLEN) as JSON, or as a Table / PartialObjectMetadata when the
  * Accept header asks for one. */
 enum MHD_Result ks_reply_object(ks_req *r, unsigned status, json_t *obj);
+
+/* ---- ks_rest_fields.c ---- */
+
+/* ?fieldValidation=: how fields a custom object's schema does not declare are handled. */
+typedef enum ks_fv {
+    KS_FV_WARN = 0, /* the default: a Warning header per unknown field, then pruned */
+    KS_FV_IGNORE,   /* pruned silently */
+    KS_FV_STRICT,   /* 400 BadRequest "strict decoding error: unknown field ..." (kubectl) */
+    KS_FV_BAD,      /* not one of those: 422 (see ks_fv_reply_bad) */
+} ks_fv;
+ks_fv ks_fv_parse(ks_req *r);
+/* The 422 for an unsupported fieldValidation value; options_kind "CreateOptions",
+ * "UpdateOptions" or "PatchOptions". */
+enum MHD_Result ks_fv_reply_bad(ks_req *r, const char *options_kind);
+/* Checks obj (a custom object about to be written through t; anything else passes) against its
+ * schema: with Strict, unknown fields are KC_EBADREQUEST with the API server's message (patch:
+ * the patch handler's wording); with Warn, each becomes a warning of the reply. */
+kc_code ks_fv_check(ks_req *r, ks_fv mode, const ks_rtype *t, const json_t *obj, bool patch,
+                    kc_err *err);
+/* Adds a warning (`Warning: 299 - "<text>"`) to the reply. */
+void ks_req_warn(ks_req *r, const char *text);
+
+/* ---- ks_rest_auth.c ---- */
+
+/* POST serviceaccounts/NAME/token: a TokenRequest (JSON or protobuf) answered with the
+ * ServiceAccount's token; 404 when the ServiceAccount does not exist. */
+enum MHD_Result ks_handle_token(ks_req *r);
+/* Whether the path is /apis/authorization.k8s.io/v1/selfsubjectaccessreviews (segments split). */
+bool ks_is_ssar_path(const ks_req *r);
+/* POST selfsubjectaccessreviews: whether the caller may do what the review describes (any
+ * authenticated user may ask about itself). */
+enum MHD_Result ks_handle_ssar(ks_req *r);
 
 /* ---- ks_rest_patch.c ---- */
 

@@ -173,6 +173,15 @@ enum MHD_Result ks_reply(ks_req *r, unsigned status, struct MHD_Response *resp)
     if (!resp)
         return MHD_NO;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache, private");
+    for (size_t i = 0; i < json_array_size(r->warnings); i++) {
+        /* RFC 7234 warn-code 299 with the text quoted as Go's %q, as the API server sends. */
+        char *q = ks_go_quote(json_string_value(json_array_get(r->warnings, i)));
+        char *h = NULL;
+        if (q && asprintf(&h, "299 - %s", q) >= 0)
+            MHD_add_response_header(resp, "Warning", h);
+        free(h);
+        free(q);
+    }
     r->status = (int)status;
     enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);

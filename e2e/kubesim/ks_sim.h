@@ -30,7 +30,8 @@ typedef struct ks_opts {
 /* An authenticated caller. */
 typedef struct ks_user {
     char name[256];     /* "admin" or "system:serviceaccount:NS:NAME" */
-    char groups[4][64]; /* "system:masters", "system:serviceaccounts", ... ("" terminated) */
+    char groups[4][96]; /* "system:masters", "system:serviceaccounts:<ns>", ... ("" terminated);
+                         * 96 fits the longest: 23 + a 63-character namespace */
     bool admin;         /* bypasses RBAC */
 } ks_user;
 

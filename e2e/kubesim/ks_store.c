@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/time.h>
 
-#define KS_DEFAULT_HISTORY   20000
+#define KS_DEFAULT_HISTORY   KS_STORE_DEFAULT_HISTORY
 #define KS_DEFAULT_QUEUE_CAP 100000
 
 /* ---- small helpers ---- */
@@ -121,6 +121,36 @@ json_t *kss_export(const ks_type *t, const json_t *stored)
             json_object_set_new(copy, "apiVersion", json_string(t->api_version));
     }
     return copy;
+}
+
+void kss_share_unchanged(json_t *next, const json_t *prev, int depth)
+{
+    if (depth <= 0 || next == prev)
+        return;
+    if (json_is_object(next) && json_is_object(prev)) {
+        for (void *it = json_object_iter(next); it; it = json_object_iter_next(next, it)) {
+            json_t *nv = json_object_iter_value(it);
+            json_t *pv = json_object_get(prev, json_object_iter_key(it));
+            if (!pv || nv == pv)
+                continue;
+            /* Exact equality (jansson's): 1 and 1.0 stay distinct values. */
+            if (json_equal(nv, pv))
+                json_object_iter_set(next, it, pv);
+            else
+                kss_share_unchanged(nv, pv, depth - 1);
+        }
+    } else if (json_is_array(next) && json_is_array(prev)) {
+        size_t n = json_array_size(next), m = json_array_size(prev);
+        for (size_t i = 0; i < n && i < m; i++) {
+            json_t *nv = json_array_get(next, i), *pv = json_array_get(prev, i);
+            if (nv == pv)
+                continue;
+            if (json_equal(nv, pv))
+                json_array_set(next, i, pv);
+            else
+                kss_share_unchanged(nv, pv, depth - 1);
+        }
+    }
 }
 
 /* ---- buckets and the sorted index ---- */
@@ -261,11 +291,11 @@ static kc_code add_initial_namespace(ks_store *st, const char *name)
     char uid[37], now[32];
     kss_uuid(uid);
     ks_now_rfc3339(now);
-    json_t *ns = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:I, s:{s:s}}, s:{s:[s]}, s:{s:s}}",
+    /* Namespaces have no metadata.generation on a real API server. */
+    json_t *ns = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:{s:s}}, s:{s:[s]}, s:{s:s}}",
                            "apiVersion", "v1", "kind", "Namespace", "metadata", "name", name, "uid",
-                           uid, "creationTimestamp", now, "generation", (json_int_t)1, "labels",
-                           "kubernetes.io/metadata.name", name, "spec", "finalizers", "kubernetes",
-                           "status", "phase", "Active");
+                           uid, "creationTimestamp", now, "labels", "kubernetes.io/metadata.name",
+                           name, "spec", "finalizers", "kubernetes", "status", "phase", "Active");
     if (!ns)
         return KC_ENOMEM;
     return kss_commit_add(st, NULL, st->ns_bucket, "", name, ns, NULL);
@@ -450,6 +480,7 @@ static void rtype_swap_changed(ks_rtype *cur, ks_rtype *nf)
     cur->namespaced = nf->namespaced;
     cur->has_status = nf->has_status;
     cur->has_scale = nf->has_scale;
+    cur->no_generation = nf->no_generation;
 }
 
 const ks_rtype *ks_store_register(ks_store *st, const ks_rtype *in)

@@ -30,9 +30,16 @@ typedef struct ks_rtype {
                                      * (borrowed at register; the store keeps its own reference) */
     json_t *schema;                 /* openAPIV3Schema for CR validation, or NULL */
     const char *crd_name;           /* "clusterpolicies.nvidia.com" when served from a CRD */
+    bool no_generation;             /* metadata.generation is not kept: the API server sets it
+                                     * only for kinds whose strategy does (workloads, CRDs, PDBs,
+                                     * custom resources), not for ConfigMaps, Pods, Services ... */
 } ks_rtype;
 
-/* Creates a store whose watch history keeps the last `history_cap` events (0 → 20000). */
+/* The watch history a store keeps by default (kubesim's --history default follows it). */
+#define KS_STORE_DEFAULT_HISTORY 20000
+
+/* Creates a store whose watch history keeps the last `history_cap` events (0 →
+ * KS_STORE_DEFAULT_HISTORY). */
 ks_store *ks_store_new(size_t history_cap);
 void ks_store_free(ks_store *st);
 
@@ -88,7 +95,8 @@ kc_code ks_list(ks_store *st, const ks_rtype *t, const char *ns, const ks_list_o
 size_t ks_count(ks_store *st, const ks_rtype *t);
 
 /* Creates obj (STOLEN). Fills metadata.uid, creationTimestamp, resourceVersion, generation=1
- * (drops any incoming resourceVersion/uid/deletionTimestamp), generateName → name with a random
+ * (none for types with no_generation; drops any incoming resourceVersion/uid/deletionTimestamp
+ * and, for those types, generation), generateName → name with a random
  * suffix, apiVersion/kind from the type. 409 AlreadyExists; 404 when the namespace does not
  * exist (or is terminating → 403 Forbidden, as the API server says). */
 kc_code ks_create(ks_store *st, const ks_rtype *t, const char *ns, json_t *obj, json_t **out,
@@ -101,7 +109,8 @@ typedef enum ks_write_kind {
 
 /* Replaces an object (obj STOLEN). When obj carries metadata.resourceVersion it must equal the
  * stored one (else 409 Conflict with the API server's message); without one the write is
- * unconditional. generation increments when anything outside metadata and status changes.
+ * unconditional. generation increments when anything outside metadata and status changes (types
+ * with no_generation have none).
  * An object being deleted whose last finalizer this write removes is deleted (DELETED event).
  * No new finalizers may be added once deletion started (422). A write that changes nothing is
  * not an event and keeps the resourceVersion. */

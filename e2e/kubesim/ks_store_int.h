@@ -141,6 +141,12 @@ void kss_index_remove(ks_bucket *b, ks_obj *o);
 void kss_obj_free(void *o);
 /* A deep copy of a stored object with the apiVersion of the type it is read through. */
 json_t *kss_export(const ks_type *t, const json_t *stored);
+/* Makes next (a state about to be committed, private until now) share with prev every subtree
+ * equal to prev's (new references to prev's values), down to `depth` levels of objects and
+ * arrays, so that the versions of an object the history holds cost only what changed between
+ * them. Safe because committed states are never modified; next must get its last change (its
+ * resourceVersion) before this is called. */
+void kss_share_unchanged(json_t *next, const json_t *prev, int depth);
 /* Fresh identifiers. */
 void kss_uuid(char out[37]);
 void kss_random_suffix(char out[6]);

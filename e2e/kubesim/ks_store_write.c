@@ -47,11 +47,16 @@ kc_code kss_commit_add(ks_store *st, ks_type *t, ks_bucket *b, const char *ns, c
     return KC_OK;
 }
 
+/* How deep consecutive versions share unchanged parts: spec, metadata.labels, status.conditions
+ * entries of pods and nodes are within 4 levels. */
+#define KSS_SHARE_DEPTH 4
+
 void kss_commit_modify(ks_store *st, ks_type *t, ks_bucket *b, ks_obj *o, json_t *next)
 {
     uint64_t rv = st->rv + 1;
     set_rv(next, rv);
     json_t *old = o->obj;
+    kss_share_unchanged(next, old, KSS_SHARE_DEPTH);
     const char *ov = b->oidx ? kss_field_value(old, b->ifield) : NULL;
     const char *nv = b->oidx ? kss_field_value(next, b->ifield) : NULL;
     bool refile = b->oidx && (!ov || !nv || strcmp(ov, nv) != 0);
@@ -69,12 +74,24 @@ void kss_commit_modify(ks_store *st, ks_type *t, ks_bucket *b, ks_obj *o, json_t
 json_t *kss_commit_remove(ks_store *st, ks_type *t, ks_bucket *b, ks_obj *o, json_t *final)
 {
     uint64_t rv = st->rv + 1;
-    if (!final)
-        final = json_deep_copy(o->obj);
-    if (final)
+    if (!final) {
+        /* The last state with the deletion's RV: only metadata is new, the rest is shared. */
+        final = json_copy(o->obj);
+        json_t *meta = json_copy(json_object_get(o->obj, "metadata"));
+        if (final && meta && json_object_set_new(final, "metadata", meta) == 0)
+            meta = NULL;
+        else {
+            json_decref(final);
+            final = NULL;
+        }
+        json_decref(meta);
+    }
+    if (final) {
         set_rv(final, rv);
-    else
+        kss_share_unchanged(final, o->obj, KSS_SHARE_DEPTH);
+    } else {
         final = json_incref(o->obj); /* out of memory: the last state with its old RV */
+    }
     kss_index_remove(b, o);
     __atomic_store_n(&st->rv, rv, __ATOMIC_SEQ_CST);
     st->stats.deletes++;
@@ -307,7 +324,10 @@ kc_code ks_create(ks_store *st, const ks_rtype *rt, const char *ns, json_t *obj,
     ks_now_rfc3339(now);
     json_object_set_new(meta, "uid", json_string(uid));
     json_object_set_new(meta, "creationTimestamp", json_string(now));
-    json_object_set_new(meta, "generation", json_integer(1));
+    if (t->pub.no_generation)
+        json_object_del(meta, "generation");
+    else
+        json_object_set_new(meta, "generation", json_integer(1));
     json_object_set_new(obj, "apiVersion", json_string(t->api_version));
     json_object_set_new(obj, "kind", json_string(t->pub.kind));
 
@@ -485,7 +505,7 @@ static kc_code apply_write(ks_store *st, ks_type *t, ks_obj *o, json_t *cand, ks
     keep_system_meta(stored, next, t);
     /* Types with a status subresource do not count status changes as a new generation; for the
      * others (custom resources without /status) status is just another field. */
-    if (differs_outside(stored, next, t->pub.has_status)) {
+    if (!t->pub.no_generation && differs_outside(stored, next, t->pub.has_status)) {
         json_t *meta = json_object_get(next, "metadata");
         json_object_set_new(meta, "generation", json_integer(meta_int(stored, "generation") + 1));
     }

@@ -1,10 +1,12 @@
 /* ks_svcctl: the endpoints controller: for every Service with a selector, an Endpoints object of
  * the same name listing the selected pods' IPs (Ready ones in addresses, the rest in
- * notReadyAddresses) with the Service's ports resolved against each pod's container ports. */
+ * notReadyAddresses) with the Service's ports resolved against each pod's container ports; and
+ * the release of a deleted Service's clusterIP and node ports. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "kc_log.h"
+#include "ks_admit.h"
 #include "ks_ctl_int.h"
 
 static bool selects(const json_t *sel, const json_t *pod)
@@ -225,4 +227,10 @@ kc_code ksc_ep_sync(ksc_worker *w, const char *key, kc_err *err)
 out:
     json_decref(svc);
     return rc;
+}
+
+void ksc_svc_deleted(ks_controllers *c, const json_t *svc)
+{
+    /* The DELETED event comes once per Service, so each address is released exactly once. */
+    ks_admit_release_service(c->sim, svc);
 }

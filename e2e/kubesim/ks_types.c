@@ -359,6 +359,25 @@ static void lower_into(char *dst, size_t size, const char *src)
     dst[i] = '\0';
 }
 
+/* Whether the API server keeps metadata.generation for a built-in kind: only the strategies of
+ * kinds with a spec that controllers reconcile set it (custom resources always have it). */
+static bool tracks_generation(const builtin *b)
+{
+    static const char *const kinds[][2] = {
+        {"apps", "daemonsets"},
+        {"apps", "deployments"},
+        {"apps", "replicasets"},
+        {"apps", "statefulsets"},
+        {"batch", "jobs"},
+        {"policy", "poddisruptionbudgets"},
+        {"apiextensions.k8s.io", "customresourcedefinitions"},
+    };
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+        if (!strcmp(b->group, kinds[i][0]) && !strcmp(b->resource, kinds[i][1]))
+            return true;
+    return false;
+}
+
 kc_code ks_types_register_builtin(ks_store *st, kc_err *err)
 {
     if (!st)
@@ -382,6 +401,7 @@ kc_code ks_types_register_builtin(ks_store *st, kc_err *err)
             .short_names = b->shorts,
             .categories = b->cats,
             .printer_columns = cols,
+            .no_generation = !tracks_generation(b),
         };
         const ks_rtype *r = ks_store_register(st, &t);
         json_decref(cols);

@@ -5,8 +5,8 @@
  * setup a real pod has: KUBERNETES_SERVICE_HOST=127.0.0.1, KUBERNETES_SERVICE_PORT=<https port>
  * and a service-account token, CA and namespace under <dir>/pods/<ns>_<pod>/serviceaccount/.
  * Because that directory is not /var/run/secrets/kubernetes.io/serviceaccount, its path is
- * exported as KC_INCLUSTER_ROOT: programs built on libkube pass it to
- * kc_config_load_incluster(root, ...) (the operator honours the variable). */
+ * exported as KC_INCLUSTER_ROOT, which libkube's kc_config_load_incluster(NULL, ...) and
+ * kc_config_load_default read in place of the standard path. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -19,6 +19,7 @@
 
 #include "kc_log.h"
 #include "kc_yaml.h"
+#include "ks_admit.h"
 #include "ks_auth.h"
 #include "ks_kubelet.h"
 #include "ks_sim.h"
@@ -26,29 +27,31 @@
 static void usage(FILE *f)
 {
     fprintf(
-        f, "usage: kubesim [options]\n"
-           "  --dir DIR              state directory (certificates, kubeconfig, logs, pod files)\n"
-           "                         default: ${TMPDIR:-/tmp}/kubesim-$USER\n"
-           "  --kubeconfig PATH      where to write the admin kubeconfig (default DIR/kubeconfig)\n"
-           "  --port N               HTTPS port (default 0: any free port)\n"
-           "  --http-port N          also serve plain HTTP on N (0: any free port; default off)\n"
-           "  --fleet FILE           YAML `nodes: [{name, count, cpu, memory, pods, labels,\n"
-           "                         taints}]` of nodes to register at start\n"
-           "  --image-map FILE       YAML `images: [{image, program, args_prefix, env}]`: pods\n"
-           "                         with a matching image run the program locally\n"
-           "  --rbac                 authorize ServiceAccount users with RBAC\n"
-           "  --pod-start-ms N       kubelet: Pending -> Running delay (default 200)\n"
-           "  --pod-ready-ms N       kubelet: Running -> Ready delay (default 0)\n"
-           "  --heartbeat-s N        kubelet: node lease renewal period (default 10)\n"
-           "  --grace-cap-ms N       kubelet: longest wait before removing a deleted pod "
-           "(default 1000)\n"
-           "  --no-pod-events        kubelet: record no Pulled/Created/Started events (large\n"
-           "                         benchmarks)\n"
-           "  --history N            watch events kept for resuming watches (default 100000)\n"
-           "  -v N                   request logging: 0 quiet, 1 writes, 2 every request, 3 "
-           "bodies\n"
-           "  --no-controllers       serve the API only (no controllers, no scheduler)\n"
-           "  -h, --help             this text\n");
+        f,
+        "usage: kubesim [options]\n"
+        "  --dir DIR              state directory (certificates, kubeconfig, logs, pod files)\n"
+        "                         default: ${TMPDIR:-/tmp}/kubesim-$USER\n"
+        "  --kubeconfig PATH      where to write the admin kubeconfig (default DIR/kubeconfig)\n"
+        "  --port N               HTTPS port (default 0: any free port)\n"
+        "  --http-port N          also serve plain HTTP on N (0: any free port; default off)\n"
+        "  --fleet FILE           YAML `nodes: [{name, count, cpu, memory, pods, labels,\n"
+        "                         taints}]` of nodes to register at start\n"
+        "  --image-map FILE       YAML `images: [{image, program, args_prefix, env}]`: pods\n"
+        "                         with a matching image run the program locally\n"
+        "  --rbac                 authorize ServiceAccount users with RBAC\n"
+        "  --pod-start-ms N       kubelet: Pending -> Running delay (default 200)\n"
+        "  --pod-ready-ms N       kubelet: Running -> Ready delay (default 0)\n"
+        "  --heartbeat-s N        kubelet: node lease renewal period (default 10)\n"
+        "  --grace-cap-ms N       kubelet: longest wait before removing a deleted pod "
+        "(default 1000)\n"
+        "  --no-pod-events        kubelet: record no Pulled/Created/Started events (large\n"
+        "                         benchmarks)\n"
+        "  --history N            watch events kept for resuming watches (default %d)\n"
+        "  -v N                   request logging: 0 quiet, 1 writes, 2 every request, 3 "
+        "bodies\n"
+        "  --no-controllers       serve the API only (no controllers, no scheduler)\n"
+        "  -h, --help             this text\n",
+        KS_STORE_DEFAULT_HISTORY);
 }
 
 static bool parse_int(const char *s, long min, long max, long *out)
@@ -112,7 +115,7 @@ static int parse_args(int argc, char **argv, cli *c)
                    .pod_start_ms = 200,
                    .pod_ready_ms = 0,
                    .node_heartbeat_s = 10,
-                   .history = 100000};
+                   .history = KS_STORE_DEFAULT_HISTORY};
     c->grace_cap_ms = 1000;
     c->no_events = false;
     const char *tmp = getenv("TMPDIR");
@@ -338,6 +341,10 @@ int main(int argc, char **argv)
     if ((rc = ks_types_register_builtin(sim.store, &err)) != KC_OK)
         goto fail;
     ks_store_set_admission(sim.store, ks_admit, &sim);
+    /* Before serving: Service deletions release addresses from the controllers' thread, which
+     * must never race with admission creating the allocators. */
+    if ((rc = ks_admit_init(&sim, &err)) != KC_OK)
+        goto fail;
     if ((rc = ks_auth_new(&sim, &err)) != KC_OK)
         goto fail;
     if ((rc = ks_auth_bootstrap(&sim, &err)) != KC_OK)
@@ -391,6 +398,7 @@ shutdown:
         fflush(stdout);
     }
     ks_store_free(sim.store);
+    ks_admit_free(&sim);
     free(sim.ca_pem);
     free(sim.server_url);
     free(sim.http_url);

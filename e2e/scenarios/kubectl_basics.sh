@@ -88,4 +88,13 @@ assert_contains "printer columns" "STATUS" "$out"
 assert_contains "printer column value" "ready" "$out"
 out=$(assert_fails "enum validation" sh -c "printf 'apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w2}\nspec: {mode: bogus}\n' | kubectl --kubeconfig $KUBECONFIG_E2E --cache-dir $KCACHE apply -f -")
 assert_contains "enum message" 'Unsupported value: "bogus"' "$out"
+
+step "get clusterpolicy shows the CRD's printer columns"
+k apply -f "$E2E_ROOT/testdata/clusterpolicy-crd-min.yaml" >/dev/null
+k wait --for=condition=Established crd/clusterpolicies.nvidia.com --timeout=30s >/dev/null
+printf 'apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata: {name: cluster-policy}\nspec: {}\n' | k apply -f - >/dev/null
+k patch clusterpolicy cluster-policy --subresource=status --type merge -p '{"status":{"state":"ready"}}' >/dev/null
+out=$(k get clusterpolicy)
+assert_eq "clusterpolicy header" "NAME STATUS AGE" "$(head -1 <<<"$out" | tr -s ' ')"
+assert_contains "clusterpolicy row" "cluster-policy   ready" "$out"
 echo "kubectl basics: ok"

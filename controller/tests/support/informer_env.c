@@ -211,7 +211,7 @@ void ie_start_synced(ie_env *e)
 {
     kc_err err;
     cr_assert_eq(kc_informer_start(e->inf, &err), KC_OK, "%s", err.msg);
-    cr_assert(ie_wait_for(e, ie_is_synced, 3000), "informer never synced");
+    cr_assert(ie_wait_for(e, ie_is_synced, 20000), "informer never synced");
 }
 
 static int events_target;
@@ -223,7 +223,8 @@ static bool reached_events(ie_env *e)
 void ie_wait_events(ie_env *e, int n)
 {
     events_target = n;
-    cr_assert(ie_wait_for(e, reached_events, 3000), "only %d of %d handler calls", ie_events(e), n);
+    cr_assert(ie_wait_for(e, reached_events, 20000), "only %d of %d handler calls", ie_events(e),
+              n);
 }
 
 static unsigned watches_target;
@@ -237,5 +238,5 @@ static bool watch_restarted(ie_env *e)
 void ie_wait_watches(ie_env *e, unsigned n)
 {
     watches_target = n;
-    cr_assert(ie_wait_for(e, watch_restarted, 3000), "watch %u never started", n);
+    cr_assert(ie_wait_for(e, watch_restarted, 20000), "watch %u never started", n);
 }

@@ -130,6 +130,7 @@ typedef struct ka_resp {
     size_t len;
     char ctype[256];
     char etag[128];
+    char warnings[1024]; /* the Warning header values, one per line */
     CURLcode curl;
 } ka_resp;
 
@@ -157,14 +158,18 @@ static inline size_t ka_header(char *data, size_t sz, size_t n, void *ud)
         snprintf(r->ctype, sizeof(r->ctype), "%s", line + 14);
     if (!strncasecmp(line, "ETag: ", 6))
         snprintf(r->etag, sizeof(r->etag), "%s", line + 6);
+    size_t used = strlen(r->warnings);
+    if (!strncasecmp(line, "Warning: ", 9) && used < sizeof(r->warnings))
+        snprintf(r->warnings + used, sizeof(r->warnings) - used, "%s\n", line + 9);
     return len;
 }
 
 /* One request against base (a URL from ka.sim); token NULL: none. headers: extra "K: V" lines
- * (NULL-terminated array or NULL). timeout_ms 0: 10 s. */
-static inline ka_resp ka_http_ex(const char *method, const char *base, const char *path,
-                                 const char *token, const char *const *headers, const char *body,
-                                 long timeout_ms)
+ * (NULL-terminated array or NULL). body of body_len bytes (binary bodies: protobuf), or NULL.
+ * timeout_ms 0: 10 s. */
+static inline ka_resp ka_http_bin(const char *method, const char *base, const char *path,
+                                  const char *token, const char *const *headers, const char *body,
+                                  size_t body_len, long timeout_ms)
 {
     ka_resp r = {0};
     CURL *h = curl_easy_init();
@@ -189,7 +194,7 @@ static inline ka_resp ka_http_ex(const char *method, const char *base, const cha
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     if (body) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)body_len);
     }
     struct curl_blob ca = {.data = ka.sim.ca_pem,
                            .len = ka.sim.ca_pem ? strlen(ka.sim.ca_pem) : 0,
@@ -201,6 +206,15 @@ static inline ka_resp ka_http_ex(const char *method, const char *base, const cha
     curl_slist_free_all(hl);
     curl_easy_cleanup(h);
     return r;
+}
+
+/* As ka_http_bin with a NUL-terminated body. */
+static inline ka_resp ka_http_ex(const char *method, const char *base, const char *path,
+                                 const char *token, const char *const *headers, const char *body,
+                                 long timeout_ms)
+{
+    return ka_http_bin(method, base, path, token, headers, body, body ? strlen(body) : 0,
+                       timeout_ms);
 }
 
 static inline ka_resp ka_http(const char *method, const char *path, const char *ctype,

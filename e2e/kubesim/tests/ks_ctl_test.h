@@ -179,6 +179,7 @@ static inline void kct_stop(kct *k)
     ks_controllers_stop(&k->sim);
     cr_assert_null(k->sim.ctl);
     ks_store_free(k->st);
+    ks_admit_free(&k->sim);
 }
 
 static inline json_t *kct_create(kct *k, const ks_rtype *t, const char *ns, json_t *obj)

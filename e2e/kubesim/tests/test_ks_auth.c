@@ -165,6 +165,39 @@ Test(auth, service_account_tokens_are_stable_per_account)
     free(b);
 }
 
+Test(auth, long_namespace_group_is_whole_and_bindable)
+{
+    /* The longest namespace (a 63-character DNS label): its group must not be cut, or a binding
+     * to Group system:serviceaccounts:<ns> would never match. */
+    char ns[64], group[128];
+    memset(ns, 'n', 63);
+    ns[0] = 'a';
+    ns[62] = 'z';
+    ns[63] = '\0';
+    snprintf(group, sizeof(group), "system:serviceaccounts:%s", ns);
+    ks_user u = sa_user(ns, "op");
+    cr_assert_str_eq(u.groups[1], group);
+    cr_assert_eq(strlen(u.groups[1]), 86);
+    cr_assert_not(allowed(&u, "list", "", "pods", NULL, ns, NULL));
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "{\"metadata\":{\"name\":\"r\"},\"rules\":[{\"apiGroups\":[\"\"],"
+             "\"resources\":[\"pods\"],\"verbs\":[\"list\"]}]}");
+    rbac_create("roles", ns, text);
+    snprintf(text, sizeof(text),
+             "{\"metadata\":{\"name\":\"b\"},\"roleRef\":{\"apiGroup\":"
+             "\"rbac.authorization.k8s.io\",\"kind\":\"Role\",\"name\":\"r\"},"
+             "\"subjects\":[{\"kind\":\"Group\",\"apiGroup\":\"rbac.authorization.k8s.io\","
+             "\"name\":\"%s\"}]}",
+             group);
+    rbac_create("rolebindings", ns, text);
+    cr_assert(allowed(&u, "list", "", "pods", NULL, ns, NULL), "bound through the full group");
+    /* A group cut at 63 characters (the old limit) does not match. */
+    ks_user cut = u;
+    cut.groups[1][63] = '\0';
+    cr_assert_not(allowed(&cut, "list", "", "pods", NULL, ns, NULL));
+}
+
 Test(auth, rbac_off_allows_and_records)
 {
     sim.opts.rbac = false;

@@ -1,6 +1,7 @@
-/* Tests for ks_proto_decode: the "k8s\0" runtime.Unknown envelope with Secret, ConfigMap and
- * DeleteOptions bodies built by a small encoder here, unknown fields, merges, and malformed input
- * (wrong magic, truncation, bad lengths, wrong wire types, invalid UTF-8). */
+/* Tests for ks_proto_decode: the "k8s\0" runtime.Unknown envelope with Secret, ConfigMap,
+ * Namespace, ServiceAccount, TokenRequest, SelfSubjectAccessReview and DeleteOptions bodies built
+ * by a small encoder here (and two bodies kubectl 1.32 sent), unknown fields, merges, and
+ * malformed input (wrong magic, truncation, bad lengths, wrong wire types, invalid UTF-8). */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -260,6 +261,187 @@ Test(ks_proto, unknown_fields_skipped_and_messages_merged)
     json_decref(out);
 }
 
+/* `kubectl create namespace x` and `kubectl create serviceaccount y -n x` (kubectl 1.32): every
+ * empty field is on the wire and none may appear in the JSON. */
+static const uint8_t KUBECTL_NS[] = {
+    0x6b, 0x38, 0x73, 0x00, 0x0a, 0x0f, 0x0a, 0x02, 0x76, 0x31, 0x12, 0x09, 0x4e,
+    0x61, 0x6d, 0x65, 0x73, 0x70, 0x61, 0x63, 0x65, 0x12, 0x19, 0x0a, 0x11, 0x0a,
+    0x01, 0x78, 0x12, 0x00, 0x1a, 0x00, 0x22, 0x00, 0x2a, 0x00, 0x32, 0x00, 0x38,
+    0x00, 0x42, 0x00, 0x12, 0x00, 0x1a, 0x02, 0x0a, 0x00, 0x1a, 0x00, 0x22, 0x00};
+static const uint8_t KUBECTL_SA[] = {
+    0x6b, 0x38, 0x73, 0x00, 0x0a, 0x14, 0x0a, 0x02, 0x76, 0x31, 0x12, 0x0e, 0x53,
+    0x65, 0x72, 0x76, 0x69, 0x63, 0x65, 0x41, 0x63, 0x63, 0x6f, 0x75, 0x6e, 0x74,
+    0x12, 0x14, 0x0a, 0x12, 0x0a, 0x01, 0x79, 0x12, 0x00, 0x1a, 0x01, 0x78, 0x22,
+    0x00, 0x2a, 0x00, 0x32, 0x00, 0x38, 0x00, 0x42, 0x00, 0x1a, 0x00, 0x22, 0x00};
+
+static json_t *decode_bytes(const uint8_t *b, size_t n)
+{
+    json_t *out = NULL;
+    kc_err e = {0};
+    cr_assert_eq(ks_proto_decode((const char *)b, n, &out, &e), KC_OK, "%s", e.msg);
+    return out;
+}
+
+Test(ks_proto, kubectl_create_namespace_and_serviceaccount_bodies)
+{
+    json_t *out = decode_bytes(KUBECTL_NS, sizeof(KUBECTL_NS));
+    assert_json(out, "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":"
+                     "\"x\"},\"spec\":{},\"status\":{}}");
+    json_decref(out);
+    out = decode_bytes(KUBECTL_SA, sizeof(KUBECTL_SA));
+    assert_json(out, "{\"apiVersion\":\"v1\",\"kind\":\"ServiceAccount\",\"metadata\":{"
+                     "\"name\":\"y\",\"namespace\":\"x\"}}");
+    json_decref(out);
+}
+
+Test(ks_proto, namespace_with_finalizers_and_status)
+{
+    pb meta = {.n = 0}, spec = {.n = 0}, status = {.n = 0}, cond = {.n = 0}, ts = {.n = 0};
+    pb raw = {.n = 0}, body;
+    pb_str(&meta, 1, "team-a");
+    pb_map_str(&meta, 11, "env", "prod");
+    pb_str(&spec, 1, "kubernetes");
+    pb_str(&spec, 1, "example.com/hold");
+    pb_str(&status, 1, "Terminating");
+    pb_str(&cond, 1, "NamespaceDeletionContentFailure");
+    pb_str(&cond, 2, "False");
+    pb_int(&ts, 1, 1700000000);
+    pb_msg(&cond, 4, &ts);
+    pb_str(&cond, 5, "ContentDeleted");
+    pb_str(&cond, 6, "All content successfully deleted");
+    pb_msg(&status, 2, &cond);
+    pb_msg(&raw, 1, &meta);
+    pb_msg(&raw, 2, &spec);
+    pb_msg(&raw, 3, &status);
+    envelope(&body, "v1", "Namespace", &raw);
+    json_t *out = decode_ok(&body);
+    assert_json(out, "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":"
+                     "\"team-a\",\"labels\":{\"env\":\"prod\"}},\"spec\":{\"finalizers\":["
+                     "\"kubernetes\",\"example.com/hold\"]},\"status\":{\"phase\":"
+                     "\"Terminating\",\"conditions\":[{\"type\":"
+                     "\"NamespaceDeletionContentFailure\",\"status\":\"False\","
+                     "\"lastTransitionTime\":\"2023-11-14T22:13:20Z\",\"reason\":"
+                     "\"ContentDeleted\",\"message\":\"All content successfully deleted\"}]}}");
+    json_decref(out);
+}
+
+Test(ks_proto, serviceaccount_with_secrets_and_automount)
+{
+    pb meta = {.n = 0}, sec = {.n = 0}, sec2 = {.n = 0}, pull = {.n = 0}, raw = {.n = 0}, body;
+    pb_str(&meta, 1, "op");
+    pb_str(&meta, 3, "gpu");
+    pb_str(&sec, 1, "Secret");
+    pb_str(&sec, 2, "gpu");
+    pb_str(&sec, 3, "op-token");
+    pb_str(&sec, 4, "u-1");
+    pb_str(&sec, 5, "v1");
+    pb_str(&sec, 6, "7");
+    pb_str(&sec, 7, "data");
+    pb_str(&sec2, 3, "other");
+    pb_str(&pull, 1, "regcred");
+    pb_msg(&raw, 1, &meta);
+    pb_msg(&raw, 2, &sec);
+    pb_msg(&raw, 2, &sec2);
+    pb_msg(&raw, 3, &pull);
+    pb_int(&raw, 4, 0); /* *bool false: kept, it disables the token mount */
+    envelope(&body, "v1", "ServiceAccount", &raw);
+    json_t *out = decode_ok(&body);
+    assert_json(out, "{\"apiVersion\":\"v1\",\"kind\":\"ServiceAccount\",\"metadata\":{"
+                     "\"name\":\"op\",\"namespace\":\"gpu\"},\"secrets\":[{\"kind\":"
+                     "\"Secret\",\"namespace\":\"gpu\",\"name\":\"op-token\",\"uid\":\"u-1\","
+                     "\"apiVersion\":\"v1\",\"resourceVersion\":\"7\",\"fieldPath\":\"data\"},"
+                     "{\"name\":\"other\"}],\"imagePullSecrets\":[{\"name\":\"regcred\"}],"
+                     "\"automountServiceAccountToken\":false}");
+    json_decref(out);
+    /* The wrong wire type for the bool is refused, naming the field. */
+    raw.n = 0;
+    pb_str(&raw, 4, "yes");
+    envelope(&body, "v1", "ServiceAccount", &raw);
+    kc_err e;
+    cr_assert_eq(decode_err(&body, &e), KC_EPARSE);
+    cr_assert(strstr(e.msg, "ServiceAccount.automountServiceAccountToken (field 4)"), "%s", e.msg);
+}
+
+Test(ks_proto, token_request_as_kubectl_create_token_sends_it)
+{
+    /* kubectl create token y --duration=2h --audience=a1 --audience=a2 --bound-object-kind=Pod
+     * --bound-object-name=p1 --bound-object-uid=u1 */
+    pb meta = {.n = 0}, spec = {.n = 0}, ref = {.n = 0}, status = {.n = 0}, raw = {.n = 0}, body;
+    pb zero = {.n = 0};
+    pb_msg(&meta, 8, &zero);
+    pb_str(&spec, 1, "a1");
+    pb_str(&spec, 1, "a2");
+    pb_str(&ref, 1, "Pod");
+    pb_str(&ref, 2, "v1");
+    pb_str(&ref, 3, "p1");
+    pb_str(&ref, 4, "u1");
+    pb_msg(&spec, 3, &ref);
+    pb_int(&spec, 4, 7200);
+    pb_str(&status, 1, "");
+    pb_msg(&status, 2, &zero);
+    pb_msg(&raw, 1, &meta);
+    pb_msg(&raw, 2, &spec);
+    pb_msg(&raw, 3, &status);
+    envelope(&body, "authentication.k8s.io/v1", "TokenRequest", &raw);
+    json_t *out = decode_ok(&body);
+    assert_json(out, "{\"apiVersion\":\"authentication.k8s.io/v1\",\"kind\":\"TokenRequest\","
+                     "\"metadata\":{},\"spec\":{\"audiences\":[\"a1\",\"a2\"],"
+                     "\"boundObjectRef\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"name\":"
+                     "\"p1\",\"uid\":\"u1\"},\"expirationSeconds\":7200},\"status\":{}}");
+    json_decref(out);
+    /* Without flags: no audiences, no expiration (the server's defaults apply). */
+    spec.n = 0;
+    raw.n = 0;
+    pb_msg(&raw, 1, &meta);
+    pb_msg(&raw, 2, &spec);
+    envelope(&body, "authentication.k8s.io/v1", "TokenRequest", &raw);
+    out = decode_ok(&body);
+    assert_json(out, "{\"apiVersion\":\"authentication.k8s.io/v1\",\"kind\":\"TokenRequest\","
+                     "\"metadata\":{},\"spec\":{}}");
+    json_decref(out);
+}
+
+Test(ks_proto, self_subject_access_review_as_kubectl_auth_can_i_sends_it)
+{
+    /* kubectl auth can-i list pods -n x */
+    pb attrs = {.n = 0}, spec = {.n = 0}, status = {.n = 0}, raw = {.n = 0}, body;
+    pb_str(&attrs, 1, "x");
+    pb_str(&attrs, 2, "list");
+    pb_str(&attrs, 3, "");
+    pb_str(&attrs, 4, "");
+    pb_str(&attrs, 5, "pods");
+    pb_str(&attrs, 6, "");
+    pb_str(&attrs, 7, "");
+    pb_msg(&spec, 1, &attrs);
+    pb_int(&status, 1, 0);
+    pb_str(&status, 2, "");
+    pb_str(&status, 3, "");
+    pb_int(&status, 4, 0);
+    pb_msg(&raw, 2, &spec);
+    pb_msg(&raw, 3, &status);
+    envelope(&body, "authorization.k8s.io/v1", "SelfSubjectAccessReview", &raw);
+    json_t *out = decode_ok(&body);
+    assert_json(out, "{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":"
+                     "\"SelfSubjectAccessReview\",\"spec\":{\"resourceAttributes\":{"
+                     "\"namespace\":\"x\",\"verb\":\"list\",\"resource\":\"pods\"}},"
+                     "\"status\":{}}");
+    json_decref(out);
+    /* kubectl auth can-i get /healthz */
+    pb nonres = {.n = 0};
+    spec.n = 0;
+    raw.n = 0;
+    pb_str(&nonres, 1, "/healthz");
+    pb_str(&nonres, 2, "get");
+    pb_msg(&spec, 2, &nonres);
+    pb_msg(&raw, 2, &spec);
+    envelope(&body, "authorization.k8s.io/v1", "SelfSubjectAccessReview", &raw);
+    out = decode_ok(&body);
+    assert_json(out, "{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":"
+                     "\"SelfSubjectAccessReview\",\"spec\":{\"nonResourceAttributes\":{"
+                     "\"path\":\"/healthz\",\"verb\":\"get\"}}}");
+    json_decref(out);
+}
+
 Test(ks_proto, rejects_wrong_magic_and_kinds)
 {
     kc_err e;
@@ -274,8 +456,20 @@ Test(ks_proto, rejects_wrong_magic_and_kinds)
     pb raw = {.n = 0};
     envelope(&body, "v1", "Pod", &raw);
     cr_assert_eq(decode_err(&body, &e), KC_EUNSUPPORTED);
-    cr_assert(strstr(e.msg, "kind \"Pod\""), "%s", e.msg);
+    cr_assert(strstr(e.msg, "the protobuf encoding of Pod (apiVersion \"v1\") is not supported"),
+              "%s", e.msg);
+    /* kubectl create deployment sends protobuf: the message says what to do instead. */
+    envelope(&body, "apps/v1", "Deployment", &raw);
+    cr_assert_eq(decode_err(&body, &e), KC_EUNSUPPORTED);
+    cr_assert_str_eq(
+        e.msg, "the protobuf encoding of Deployment (apiVersion \"apps/v1\") is not supported by "
+               "kubesim (it decodes only v1 Secret, ConfigMap, Namespace and ServiceAccount, "
+               "authentication.k8s.io/v1 TokenRequest, authorization.k8s.io/v1 "
+               "SelfSubjectAccessReview and DeleteOptions): send the object as JSON instead, e.g. "
+               "with `kubectl apply -f FILE` rather than `kubectl create deployment`");
     envelope(&body, "apps/v1", "Secret", &raw); /* not core/v1 */
+    cr_assert_eq(decode_err(&body, &e), KC_EUNSUPPORTED);
+    envelope(&body, "v1", "TokenRequest", &raw); /* not authentication.k8s.io/v1 */
     cr_assert_eq(decode_err(&body, &e), KC_EUNSUPPORTED);
     envelope(&body, "v1", NULL, &raw);
     cr_assert_eq(decode_err(&body, &e), KC_EPARSE);

@@ -245,3 +245,96 @@ Test(ks_types, columns_follow_the_convention)
     cr_assert_geq(ks_store_types_generation(st), gen);
     cr_assert_eq(ks_types_register_builtin(NULL, &e), KC_EARG);
 }
+
+/* ---- metadata.generation ---- */
+
+static json_t *create(const char *group, const char *resource, const char *ns, const char *text)
+{
+    const ks_rtype *t = ks_store_type(st, group, "v1", resource);
+    cr_assert_not_null(t, "%s", resource);
+    json_error_t je;
+    json_t *obj = json_loads(text, 0, &je), *out = NULL;
+    cr_assert_not_null(obj, "%s", je.text);
+    kc_err e = {0};
+    cr_assert_eq(ks_create(st, t, ns, obj, &out, &e), KC_OK, "%s: %s", resource, e.msg);
+    return out;
+}
+
+static json_t *meta_generation(const json_t *o)
+{
+    return json_object_get(json_object_get(o, "metadata"), "generation");
+}
+
+Test(ks_types, generation_only_where_the_api_server_keeps_it)
+{
+    static const struct {
+        const char *group, *resource, *ns;
+    } without[] = {
+        {"", "configmaps", "default"},
+        {"", "secrets", "default"},
+        {"", "pods", "default"},
+        {"", "nodes", NULL},
+        {"", "namespaces", NULL},
+        {"", "services", "default"},
+        {"", "endpoints", "default"},
+        {"", "serviceaccounts", "default"},
+        {"", "events", "default"},
+        {"coordination.k8s.io", "leases", "default"},
+        {"rbac.authorization.k8s.io", "roles", "default"},
+        {"rbac.authorization.k8s.io", "clusterrolebindings", NULL},
+        {"scheduling.k8s.io", "priorityclasses", NULL},
+        {"apps", "controllerrevisions", "default"},
+    };
+    for (size_t i = 0; i < sizeof(without) / sizeof(without[0]); i++) {
+        /* Even a client-sent generation is dropped. */
+        json_t *o = create(without[i].group, without[i].resource, without[i].ns,
+                           "{\"metadata\":{\"name\":\"x\",\"generation\":5},\"spec\":{\"a\":1}}");
+        cr_assert_null(meta_generation(o), "%s has no generation", without[i].resource);
+        const ks_rtype *t = ks_store_type(st, without[i].group, "v1", without[i].resource);
+        cr_assert(t->no_generation, "%s", without[i].resource);
+        /* A spec change does not bring one either. */
+        json_object_set_new(json_object_get(o, "spec") ? json_object_get(o, "spec") : o, "b",
+                            json_integer(2));
+        json_t *u = NULL;
+        kc_err e = {0};
+        cr_assert_eq(ks_update(st, t, without[i].ns, o, KS_WRITE_MAIN, &u, &e), KC_OK, "%s: %s",
+                     without[i].resource, e.msg);
+        cr_assert_null(meta_generation(u), "%s after an update", without[i].resource);
+        json_decref(u);
+    }
+    /* The namespaces a store starts with have none either. */
+    json_t *def = NULL;
+    cr_assert_eq(ks_get(st, ks_store_type(st, "", "v1", "namespaces"), NULL, "default", &def, NULL),
+                 KC_OK);
+    cr_assert_null(meta_generation(def));
+    json_decref(def);
+
+    static const struct {
+        const char *group, *resource;
+    } with[] = {
+        {"apps", "deployments"},  {"apps", "replicasets"}, {"apps", "daemonsets"},
+        {"apps", "statefulsets"}, {"batch", "jobs"},       {"policy", "poddisruptionbudgets"},
+    };
+    for (size_t i = 0; i < sizeof(with) / sizeof(with[0]); i++) {
+        json_t *o = create(with[i].group, with[i].resource, "default",
+                           "{\"metadata\":{\"name\":\"x\",\"generation\":5},\"spec\":{\"a\":1}}");
+        cr_assert_eq(json_integer_value(meta_generation(o)), 1, "%s", with[i].resource);
+        const ks_rtype *t = ks_store_type(st, with[i].group, "v1", with[i].resource);
+        cr_assert_not(t->no_generation);
+        json_object_set_new(json_object_get(o, "spec"), "a", json_integer(2));
+        json_t *u = NULL;
+        cr_assert_eq(ks_update(st, t, "default", o, KS_WRITE_MAIN, &u, NULL), KC_OK);
+        cr_assert_eq(json_integer_value(meta_generation(u)), 2, "%s", with[i].resource);
+        json_decref(u);
+    }
+    json_t *crd = create("apiextensions.k8s.io", "customresourcedefinitions", NULL,
+                         "{\"metadata\":{\"name\":\"things.example.com\"},\"spec\":{}}");
+    cr_assert_eq(json_integer_value(meta_generation(crd)), 1);
+    json_decref(crd);
+    /* Types registered without the flag (custom resources) keep it. */
+    ks_rtype cr = {.group = "example.com", .version = "v1", .resource = "things", .kind = "Thing"};
+    cr_assert_not_null(ks_store_register(st, &cr));
+    json_t *thing = create("example.com", "things", NULL, "{\"metadata\":{\"name\":\"t\"}}");
+    cr_assert_eq(json_integer_value(meta_generation(thing)), 1);
+    json_decref(thing);
+}
