@@ -114,6 +114,29 @@ static json_t *ensure_meta(json_t *obj)
     return json_is_object(meta) ? meta : NULL;
 }
 
+/* Takes obj (STOLEN) and hands back a private deep copy with a metadata object in *mine (the
+ * caller may still hold references into obj). verb ("create", "update") names the write in the
+ * message for a body that is not an object. */
+static kc_code take_private(ks_type *t, json_t *obj, const char *verb, json_t **mine, json_t **meta,
+                            kc_err *err)
+{
+    bool was_object = json_is_object(obj);
+    json_t *copy = was_object ? json_deep_copy(obj) : NULL;
+    json_decref(obj);
+    *meta = copy ? ensure_meta(copy) : NULL;
+    if (!*meta) {
+        json_decref(copy);
+        *mine = NULL;
+        if (was_object && !copy)
+            return kss_err(err, KC_ENOMEM, 500, "out of memory copying a %s", t->pub.kind);
+        return kss_err(err, KC_EBADREQUEST, 400,
+                       "the body of a %s %s must be a JSON object with an object metadata",
+                       t->pub.kind, verb);
+    }
+    *mine = copy;
+    return KC_OK;
+}
+
 static void rfc3339_after(long secs, char buf[32])
 {
     time_t at = time(NULL) + secs;
@@ -279,20 +302,9 @@ kc_code ks_create(ks_store *st, const ks_rtype *rt, const char *ns, json_t *obj,
         json_decref(obj);
         return kss_err(err, KC_EARG, 0, "ks_create: store and type are required");
     }
-    /* The caller may still hold references into obj: store a private copy. */
-    json_t *mine = json_is_object(obj) ? json_deep_copy(obj) : NULL;
-    bool was_object = json_is_object(obj);
-    json_decref(obj);
-    obj = mine;
-    json_t *meta = obj ? ensure_meta(obj) : NULL;
-    if (!meta) {
-        json_decref(obj);
-        if (was_object && !obj)
-            return kss_err(err, KC_ENOMEM, 500, "out of memory copying a %s", t->pub.kind);
-        return kss_err(err, KC_EBADREQUEST, 400,
-                       "the body of a %s create must be a JSON object with an object metadata",
-                       t->pub.kind);
-    }
+    json_t *meta = NULL;
+    if ((rc = take_private(t, obj, "create", &obj, &meta, err)) != KC_OK)
+        return rc;
     if ((rc = resolve_ns(t, ns, meta, nsbuf, sizeof(nsbuf), err)) != KC_OK)
         goto done;
     const char *n = json_string_value(json_object_get(meta, "name"));
@@ -543,19 +555,9 @@ kc_code ks_update(ks_store *st, const ks_rtype *rt, const char *ns, json_t *obj,
         json_decref(obj);
         return kss_err(err, KC_EARG, 0, "ks_update: store and type are required");
     }
-    json_t *mine = json_is_object(obj) ? json_deep_copy(obj) : NULL;
-    bool was_object = json_is_object(obj);
-    json_decref(obj);
-    obj = mine;
-    json_t *meta = obj ? ensure_meta(obj) : NULL;
-    if (!meta) {
-        json_decref(obj);
-        if (was_object && !obj)
-            return kss_err(err, KC_ENOMEM, 500, "out of memory copying a %s", t->pub.kind);
-        return kss_err(err, KC_EBADREQUEST, 400,
-                       "the body of a %s update must be a JSON object with an object metadata",
-                       t->pub.kind);
-    }
+    json_t *meta = NULL;
+    if ((rc = take_private(t, obj, "update", &obj, &meta, err)) != KC_OK)
+        return rc;
     if ((rc = resolve_ns(t, ns, meta, nsbuf, sizeof(nsbuf), err)) != KC_OK)
         goto done;
     const char *n = json_string_value(json_object_get(meta, "name"));
