@@ -451,6 +451,54 @@ static const char *waiting_reason(const json_t *pod, const char *ctr)
     return "ContainerCreating";
 }
 
+/* state.terminated.message (else lastState's) of a container's status, or NULL. */
+static const char *termination_message(const json_t *pod, const char *container)
+{
+    const json_t *st = json_object_get(pod, "status");
+    const char *lists[2] = {"containerStatuses", "initContainerStatuses"};
+    for (int l = 0; l < 2; l++) {
+        size_t i;
+        const json_t *cs;
+        json_array_foreach(json_object_get(st, lists[l]), i, cs)
+        {
+            const char *n = json_string_value(json_object_get(cs, "name"));
+            if (!n || strcmp(n, container) != 0)
+                continue;
+            const char *states[2] = {"state", "lastState"};
+            for (int k = 0; k < 2; k++) {
+                const json_t *t = json_object_get(json_object_get(cs, states[k]), "terminated");
+                const char *m = json_string_value(json_object_get(t, "message"));
+                if (m && *m)
+                    return m;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* The last tail_lines lines of text (all when < 0), malloc'd. */
+static char *tail_text(const char *text, long tail_lines, size_t *len)
+{
+    size_t n = strlen(text);
+    const char *start = text;
+    if (tail_lines >= 0) {
+        long lines = 0;
+        const char *p = text + n;
+        if (p > text && p[-1] == '\n')
+            p--;
+        while (p > text) {
+            if (p[-1] == '\n' && ++lines >= tail_lines)
+                break;
+            p--;
+        }
+        start = tail_lines == 0 ? text + n : p;
+    }
+    char *out = strdup(start);
+    if (out && len)
+        *len = strlen(out);
+    return out;
+}
+
 kc_code ks_kubelet_logs(ks_sim *sim, const char *ns, const char *pod, const char *container,
                         long tail_lines, char **out, size_t *len, kc_err *err)
 {
@@ -482,6 +530,14 @@ kc_code ks_kubelet_logs(ks_sim *sim, const char *ns, const char *pod, const char
     }
     if (ks_kl_logs_get(kl->logs, ns, pod, container, tail_lines, out, len))
         goto done;
+    /* A container no local process ran (nodesim finished it) shows its termination message. */
+    const char *msg = termination_message(obj, container);
+    if (msg) {
+        *out = tail_text(msg, tail_lines, len);
+        if (!*out)
+            rc = kc_err_set(err, KC_ENOMEM, "out of memory reading logs");
+        goto done;
+    }
     const char *wr = waiting_reason(obj, container);
     if (wr) {
         rc = kc_err_set(err, KC_EBADREQUEST,

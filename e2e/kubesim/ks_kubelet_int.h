@@ -18,6 +18,8 @@ typedef struct kl_node {
     json_t *used;        /* extended resource → integer in use by admitted pods */
     uint64_t next_hb_ms; /* loop time of the next lease renewal */
     unsigned hb_count;
+    char boot_id[64]; /* status.nodeInfo.bootID: a change means the machine rebooted */
+    bool rebooted;    /* set by the last update, consumed by kl_node_event */
 } kl_node;
 
 enum { CS_WAITING, CS_RUNNING, CS_TERMINATED };
@@ -154,6 +156,8 @@ void kl_pod_write(kl_pod *p);
 /* Called when a container of p changed state (started, ready, exited). */
 void kl_pod_ctr_changed(kl_pod *p, kl_ctr *c);
 void kl_pod_node_ready_changed(struct ks_kubelet *kl, const char *node);
+/* The node rebooted (its bootID changed): every running simulated container restarted once. */
+void kl_pod_node_rebooted(struct ks_kubelet *kl, const char *node);
 void kl_ctr_clear(kl_ctr *c);
 bool kl_is_terminal(const char *phase);
 /* A quantity (JSON number or "500m"/"2Gi" string) as a number; 0 when absent or invalid. */

@@ -249,6 +249,9 @@ static kl_node *node_put(struct ks_kubelet *kl, const json_t *obj, bool *was_new
     n->nodesim = by && strcmp(by, "nodesim") == 0;
     bool ready = node_ready(obj);
     *ready_changed = !*was_new && ready != n->ready;
+    const char *boot = str_at(obj, "status", "nodeInfo", "bootID");
+    n->rebooted = !*was_new && boot && n->boot_id[0] && strcmp(boot, n->boot_id) != 0;
+    snprintf(n->boot_id, sizeof(n->boot_id), "%s", boot ? boot : "");
     n->ready = ready;
     node_ip(obj, n->ip, sizeof(n->ip));
     json_decref(n->allocatable);
@@ -320,8 +323,12 @@ void kl_node_event(struct ks_kubelet *kl, ks_event_type type, json_t *obj)
     }
     if (kc_map_remove(kl->missing, name) && !n->external)
         adopt_pods(kl, name);
-    if (ready_changed)
+    if (n->rebooted) {
+        n->rebooted = false;
+        kl_pod_node_rebooted(kl, name);
+    } else if (ready_changed) {
         kl_pod_node_ready_changed(kl, name);
+    }
 }
 
 void kl_node_sync(struct ks_kubelet *kl, json_t *items)

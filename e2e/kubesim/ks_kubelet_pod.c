@@ -593,16 +593,44 @@ void kl_pod_sync(struct ks_kubelet *kl, json_t *items)
     kc_map_free(seen, NULL);
 }
 
-void kl_pod_node_ready_changed(struct ks_kubelet *kl, const char *node)
+/* The pods running on node, as a NULL-terminated array (caller frees; NULL when out of memory). */
+static kl_pod **running_on(struct ks_kubelet *kl, const char *node)
 {
-    size_t pos = 0;
+    size_t pos = 0, n = 0;
     kl_pod *p;
     kl_pod **todo = calloc(kc_map_size(kl->pods) + 1, sizeof(*todo));
-    size_t n = 0;
     while (todo && kc_map_next(kl->pods, &pos, NULL, (void **)&p))
         if (p->stage == ST_RUNNING && strcmp(p->node, node) == 0)
             todo[n++] = p;
-    for (size_t i = 0; i < n; i++)
+    return todo;
+}
+
+void kl_pod_node_ready_changed(struct ks_kubelet *kl, const char *node)
+{
+    kl_pod **todo = running_on(kl, node);
+    for (size_t i = 0; todo && todo[i]; i++)
         kl_pod_write(todo[i]);
+    free(todo);
+}
+
+void kl_pod_node_rebooted(struct ks_kubelet *kl, const char *node)
+{
+    kl_pod **todo = running_on(kl, node);
+    char now[32];
+    ks_now_rfc3339(now);
+    for (size_t i = 0; todo && todo[i]; i++) {
+        for (size_t j = 0; j < todo[i]->n_ctrs; j++) {
+            kl_ctr *c = &todo[i]->ctrs[j];
+            /* Local processes keep running: only simulated containers "restart". */
+            if (c->map || c->state != CS_RUNNING)
+                continue;
+            json_decref(c->last_term);
+            c->last_term = json_pack("{s:i, s:s, s:s, s:s}", "exitCode", 255, "reason", "Unknown",
+                                     "startedAt", c->started_at, "finishedAt", now);
+            c->restarts++;
+            snprintf(c->started_at, sizeof(c->started_at), "%s", now);
+        }
+        kl_pod_write(todo[i]);
+    }
     free(todo);
 }

@@ -1,0 +1,96 @@
+/* ns_engine_int: state shared by the engine's infrastructure (ns_engine.c) and the per-node
+ * reconcile (ns_reconcile.c). */
+#ifndef NS_ENGINE_INT_H
+#define NS_ENGINE_INT_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "kc_client.h"
+#include "kc_informer.h"
+#include "kc_map.h"
+#include "kc_workqueue.h"
+#include "ns_engine.h"
+#include "ns_fault.h"
+#include "ns_migparted.h"
+#include "ns_operand.h"
+
+#define NS_MAX_GPUS 16
+
+typedef enum ns_mm_phase { MM_IDLE = 0, MM_WAIT_CLIENTS, MM_REBOOTING, MM_APPLYING } ns_mm_phase;
+
+/* One simulated node. Only the worker holding the node's key touches the fields, except the
+ * atomics the heartbeat thread reads. */
+typedef struct ns_simnode {
+    char name[256];
+    const ns_fleet_group *g;
+    unsigned index;
+    char *fault_spec; /* the annotation value last parsed */
+    ns_faults faults;
+    ns_mp_gpu_state mig[NS_MAX_GPUS]; /* the GPUs' MIG state (the "hardware") */
+    char op_uid[NS_OP_COUNT][64];     /* the Running pod of each operand, "" when none */
+    uint64_t op_since[NS_OP_COUNT];   /* when it was first seen Running */
+    char crashed_uid[64];             /* driver pod whose status says it crash-loops */
+    /* MIG manager */
+    ns_mm_phase mm;
+    bool mm_have_handled;
+    char mm_handled[128]; /* the config last driven to success/failed */
+    char mm_pod_uid[64];  /* for that MIG manager pod */
+    char mm_target[128];
+    ns_mp_gpu_state mm_new[NS_MAX_GPUS];
+    uint64_t mm_deadline;
+    uint32_t mm_paused; /* client deploy labels this node's MIG manager paused */
+    /* reboot */
+    uint64_t reboot_until;
+    int boot;
+    kc_map *vals; /* validation pod uid → first-seen ms (boxed uint64_t) */
+    bool gone;    /* the Node was deleted by someone: not re-registered */
+    bool created;
+    atomic_bool hb_down;    /* no Lease renewals (NotReady fault, rebooting) */
+    atomic_bool registered; /* the Node exists */
+    uint64_t next_hb_ms;    /* heartbeat thread only */
+} ns_simnode;
+
+typedef struct ns_engine {
+    ns_engine_opts o;
+    ns_timings t;
+    kc_client *api;   /* blocking writes from workers */
+    kc_client *watch; /* informers on the loop */
+    uv_loop_t loop;
+    uv_signal_t sigint, sigterm;
+    uv_timer_t tick;
+    kc_informer *nodes, *pods, *cms;
+    ns_simnode *sn;
+    size_t n;
+    kc_map *by_name; /* name → ns_simnode* (immutable after start) */
+    pthread_mutex_t idx_mu;
+    kc_map *pods_by_node; /* node → kc_map of pod keys "ns/name" */
+    kc_workqueue *q;
+    pthread_t *workers;
+    int n_workers;
+    pthread_t hb;
+    atomic_bool stop;
+    bool started_workers;
+    bool ready_written;
+} ns_engine;
+
+uint64_t ns_now_ms(void);
+
+/* Pods on a node (new array of new references) from the pod index and cache. */
+json_t *ns_engine_node_pods(ns_engine *e, const char *node);
+
+/* Renews (or creates) the node's Lease in kube-node-lease. */
+void ns_engine_renew_lease(ns_engine *e, ns_simnode *n);
+
+/* Reconciles one node (worker thread). Returns the delay after which it wants to run again
+ * (ms), or -1 for none. */
+long ns_reconcile_node(ns_engine *e, ns_simnode *n);
+
+void ns_simnode_init(ns_simnode *n);
+void ns_simnode_clear(ns_simnode *n);
+
+#endif

@@ -1,0 +1,337 @@
+/* ns_operand: pod classification and validation-pod outcomes for nodesim. */
+#include "ns_operand.h"
+
+#include <fnmatch.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const op_names[NS_OP_COUNT] = {
+    "none",
+    "driver",
+    "container-toolkit",
+    "device-plugin",
+    "mps-control-daemon",
+    "gpu-feature-discovery",
+    "dcgm",
+    "dcgm-exporter",
+    "mig-manager",
+    "operator-validator",
+    "validation",
+};
+
+const char *ns_operand_name(ns_operand op)
+{
+    return op >= 0 && op < NS_OP_COUNT ? op_names[op] : "?";
+}
+
+static const struct {
+    const char *app;
+    ns_operand op;
+} apps[] = {
+    {"nvidia-driver-daemonset", NS_OP_DRIVER},
+    {"nvidia-container-toolkit-daemonset", NS_OP_TOOLKIT},
+    {"nvidia-device-plugin-daemonset", NS_OP_DEVICE_PLUGIN},
+    {"nvidia-device-plugin-mps-control-daemon", NS_OP_MPS},
+    {"gpu-feature-discovery", NS_OP_GFD},
+    {"nvidia-dcgm", NS_OP_DCGM},
+    {"nvidia-dcgm-exporter", NS_OP_DCGM_EXPORTER},
+    {"nvidia-mig-manager", NS_OP_MIG_MANAGER},
+    {"nvidia-operator-validator", NS_OP_VALIDATOR},
+};
+
+/* Image name fragments, most specific first. */
+static const struct {
+    const char *frag;
+    ns_operand op;
+} images[] = {
+    {"k8s-mig-manager", NS_OP_MIG_MANAGER},
+    {"dcgm-exporter", NS_OP_DCGM_EXPORTER},
+    {"gpu-feature-discovery", NS_OP_GFD},
+    {"container-toolkit", NS_OP_TOOLKIT},
+    {"k8s-device-plugin", NS_OP_DEVICE_PLUGIN},
+    {"/dcgm:", NS_OP_DCGM},
+    {"/driver:", NS_OP_DRIVER},
+};
+
+static const char *label(const json_t *pod, const char *key)
+{
+    return json_string_value(
+        json_object_get(json_object_get(json_object_get(pod, "metadata"), "labels"), key));
+}
+
+static bool runs_to_completion(const json_t *pod)
+{
+    const char *rp =
+        json_string_value(json_object_get(json_object_get(pod, "spec"), "restartPolicy"));
+    return rp && (strcmp(rp, "Never") == 0 || strcmp(rp, "OnFailure") == 0);
+}
+
+static bool runs_validator(const json_t *pod, const char *glob)
+{
+    const char *app = label(pod, "app");
+    if (app &&
+        (!strcmp(app, "nvidia-cuda-validator") || !strcmp(app, "nvidia-device-plugin-validator")))
+        return true;
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(json_object_get(pod, "spec"), "containers"), i, c)
+    {
+        const char *img = json_string_value(json_object_get(c, "image"));
+        if (img && fnmatch(glob ? glob : "*validator*", img, 0) == 0)
+            return true;
+        const char *cmd = json_string_value(json_array_get(json_object_get(c, "command"), 0));
+        if (cmd) {
+            const char *base = strrchr(cmd, '/');
+            if (strcmp(base ? base + 1 : cmd, "gpu-validator") == 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+ns_operand ns_operand_of_pod(const json_t *pod, const char *validator_glob)
+{
+    if (runs_to_completion(pod))
+        return runs_validator(pod, validator_glob) ? NS_OP_VALIDATION : NS_OP_NONE;
+    const char *app = label(pod, "app");
+    if (app)
+        for (size_t i = 0; i < sizeof(apps) / sizeof(apps[0]); i++)
+            if (strcmp(app, apps[i].app) == 0)
+                return apps[i].op;
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(json_object_get(pod, "spec"), "containers"), i, c)
+    {
+        const char *img = json_string_value(json_object_get(c, "image"));
+        for (size_t k = 0; img && k < sizeof(images) / sizeof(images[0]); k++)
+            if (strstr(img, images[k].frag))
+                return images[k].op;
+    }
+    return NS_OP_NONE;
+}
+
+const char *ns_pod_env(const json_t *pod, const char *name)
+{
+    const json_t *spec = json_object_get(pod, "spec");
+    const char *lists[2] = {"containers", "initContainers"};
+    for (int l = 0; l < 2; l++) {
+        size_t i, j;
+        const json_t *c, *e;
+        json_array_foreach(json_object_get(spec, lists[l]), i, c)
+            json_array_foreach(json_object_get(c, "env"), j, e)
+        {
+            const char *n = json_string_value(json_object_get(e, "name"));
+            if (n && strcmp(n, name) == 0 && json_is_string(json_object_get(e, "value")))
+                return json_string_value(json_object_get(e, "value"));
+        }
+    }
+    return NULL;
+}
+
+const char *ns_pod_arg(const json_t *pod, const char *arg)
+{
+    size_t alen = strlen(arg);
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(json_object_get(pod, "spec"), "containers"), i, c)
+    {
+        const char *lists[2] = {"command", "args"};
+        for (int l = 0; l < 2; l++) {
+            const json_t *a = json_object_get(c, lists[l]);
+            for (size_t j = 0; j < json_array_size(a); j++) {
+                const char *s = json_string_value(json_array_get(a, j));
+                if (!s || strncmp(s, arg, alen) != 0)
+                    continue;
+                if (s[alen] == '=')
+                    return s + alen + 1;
+                if (s[alen] == '\0' && j + 1 < json_array_size(a))
+                    return json_string_value(json_array_get(a, j + 1));
+            }
+        }
+    }
+    return NULL;
+}
+
+ns_mig_strategy ns_pod_mig_strategy(const json_t *pod, const ns_dpconfig *cfg)
+{
+    const char *s = ns_pod_env(pod, "MIG_STRATEGY");
+    if (!s)
+        s = ns_pod_arg(pod, "--mig-strategy");
+    int v = s ? ns_mig_strategy_parse(s) : -1;
+    if (v >= 0)
+        return (ns_mig_strategy)v;
+    if (cfg && cfg->has_strategy)
+        return cfg->strategy;
+    return NS_MIG_NONE;
+}
+
+const char *ns_pod_configmap(const json_t *pod, const char *const *names, bool any_fallback)
+{
+    const json_t *vols = json_object_get(json_object_get(pod, "spec"), "volumes");
+    size_t i;
+    const json_t *v;
+    for (int n = 0; names && names[n]; n++)
+        json_array_foreach(vols, i, v)
+        {
+            const char *vn = json_string_value(json_object_get(v, "name"));
+            const char *cm =
+                json_string_value(json_object_get(json_object_get(v, "configMap"), "name"));
+            if (vn && cm && strcmp(vn, names[n]) == 0)
+                return cm;
+        }
+    if (any_fallback)
+        json_array_foreach(vols, i, v)
+        {
+            const char *cm =
+                json_string_value(json_object_get(json_object_get(v, "configMap"), "name"));
+            if (cm)
+                return cm;
+        }
+    return NULL;
+}
+
+static const char vectoradd[] = "[Vector addition of 50000 elements]\n"
+                                "Copy input data from the host memory to the CUDA device\n"
+                                "CUDA kernel launch with 196 blocks of 256 threads\n"
+                                "Copy output data from the CUDA device to the host memory\n"
+                                "Test PASSED\n"
+                                "Done\n";
+
+const char *ns_vectoradd_output(void)
+{
+    return vectoradd;
+}
+
+/* Appends to a growing string. */
+typedef struct sbuf {
+    char *s;
+    size_t len, cap;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_add(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char tmp[1024];
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof(tmp))
+        n = sizeof(tmp) - 1;
+    if (b->len + (size_t)n + 1 > b->cap) {
+        size_t nc = (b->cap ? b->cap * 2 : 256) + (size_t)n;
+        char *ns = realloc(b->s, nc);
+        if (!ns)
+            return;
+        b->s = ns;
+        b->cap = nc;
+    }
+    memcpy(b->s + b->len, tmp, (size_t)n + 1);
+    b->len += (size_t)n;
+}
+
+/* Requested nvidia.com/ resources must be allocatable; the first one that is not, or NULL. */
+static const char *missing_resource(const json_t *pod, const json_t *alloc, long *want, long *have)
+{
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(json_object_get(pod, "spec"), "containers"), i, c)
+    {
+        const json_t *lim = json_object_get(json_object_get(c, "resources"), "limits");
+        const char *k;
+        const json_t *q;
+        json_object_foreach((json_t *)lim, k, q)
+        {
+            if (strncmp(k, "nvidia.com/", 11) != 0)
+                continue;
+            long w = json_is_string(q) ? atol(json_string_value(q)) : (long)json_integer_value(q);
+            const json_t *a = json_object_get(alloc, k);
+            long h =
+                a ? (json_is_string(a) ? atol(json_string_value(a)) : (long)json_integer_value(a))
+                  : 0;
+            if (h < w) {
+                *want = w;
+                *have = h;
+                return k;
+            }
+        }
+    }
+    return NULL;
+}
+
+bool ns_validation_run(const json_t *pod, const ns_node_view *v, char **log_out)
+{
+    sbuf b = {0};
+    const char *mode = ns_pod_arg(pod, "--mode");
+    if (!mode)
+        mode = ns_pod_env(pod, "VALIDATOR_MODE");
+    if (!mode)
+        mode = "cuda";
+    bool ok = false;
+    long want = 0, have = 0;
+    const char *res;
+    if (!v->model || v->n_gpus <= 0) {
+        sb_add(&b,
+               "gpu-validator: mode %s on node %s: no NVIDIA GPU found (NVML reports 0 devices)\n",
+               mode, v->node);
+    } else if (!v->driver_up) {
+        sb_add(&b,
+               "gpu-validator: no NVIDIA driver: libcuda.so.1: cannot open shared object file: No "
+               "such file or directory (is the driver loaded on node %s?)\n",
+               v->node);
+    } else if (strcmp(mode, "driver") != 0 && !v->toolkit_up) {
+        sb_add(&b,
+               "gpu-validator: mode %s: the NVIDIA container toolkit is not ready on node %s: the "
+               "container was started without the driver libraries (runtime class nvidia not "
+               "configured)\n",
+               mode, v->node);
+    } else if ((res = missing_resource(pod, v->allocatable, &want, &have))) {
+        sb_add(&b,
+               "gpu-validator: mode %s: %s: %ld requested, %ld allocatable on node %s (is the "
+               "device plugin advertising it?)\n",
+               mode, res, want, have, v->node);
+    } else {
+        sb_add(&b, "gpu-validator: mode %s on node %s: %d x %s, driver %s, CUDA %s\n", mode,
+               v->node, v->n_gpus, v->model->product, v->driver_version, v->cuda_version);
+        for (int g = 0; v->mig && g < v->n_gpus; g++) {
+            if (!v->mig[g].mig_enabled)
+                continue;
+            char lay[256];
+            sb_add(&b, "GPU %d: MIG enabled: %s\n", g,
+                   ns_gpu_layout_str(v->model, v->mig[g].counts, lay, sizeof(lay)));
+        }
+        int xid_gpu = -1;
+        for (int g = 0; g < v->n_gpus && g < NS_FAULT_MAX_GPUS; g++)
+            if (v->faults && (v->faults->xid_gpus >> g) & 1u) {
+                xid_gpu = g;
+                break;
+            }
+        if (strcmp(mode, "driver") == 0) {
+            sb_add(&b, "driver validation: NVML sees %d GPUs\n", v->n_gpus);
+            if (xid_gpu >= 0)
+                sb_add(&b, "GPU %d: Xid %d reported by the driver; GPU unusable\n", xid_gpu,
+                       v->faults->xid_code[xid_gpu]);
+            else
+                ok = true;
+        } else if (xid_gpu >= 0) {
+            sb_add(&b, "[Vector addition of 50000 elements]\n"
+                       "Copy input data from the host memory to the CUDA device\n"
+                       "CUDA kernel launch with 196 blocks of 256 threads\n");
+            sb_add(&b,
+                   "Failed to launch vectorAdd kernel (error CUDA_ERROR_LAUNCH_FAILED: unspecified "
+                   "launch failure; Xid %d on GPU %d)\n",
+                   v->faults->xid_code[xid_gpu], xid_gpu);
+        } else {
+            sb_add(&b, "%s", vectoradd);
+            ok = true;
+        }
+    }
+    if (!b.s)
+        b.s = strdup(ok ? "Test PASSED\n" : "validation failed\n");
+    *log_out = b.s;
+    return ok;
+}

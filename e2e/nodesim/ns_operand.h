@@ -1,0 +1,75 @@
+/* ns_operand: which NVIDIA component a pod is (by its app label, else its image), what a pod
+ * asks of the node, and the outcome of a validation (vectorAdd) pod. Pure functions. */
+#ifndef NS_OPERAND_H
+#define NS_OPERAND_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "ns_dpconfig.h"
+#include "ns_fault.h"
+#include "ns_gpu.h"
+#include "ns_migparted.h"
+
+typedef enum ns_operand {
+    NS_OP_NONE = 0,
+    NS_OP_DRIVER,
+    NS_OP_TOOLKIT,
+    NS_OP_DEVICE_PLUGIN,
+    NS_OP_MPS,
+    NS_OP_GFD,
+    NS_OP_DCGM,
+    NS_OP_DCGM_EXPORTER,
+    NS_OP_MIG_MANAGER,
+    NS_OP_VALIDATOR,  /* the nvidia-operator-validator DaemonSet's pods (long-running) */
+    NS_OP_VALIDATION, /* a run-to-completion validation pod (vectorAdd) */
+    NS_OP_COUNT
+} ns_operand;
+
+const char *ns_operand_name(ns_operand op);
+
+/* Classifies a pod. Validation pods are pods that run to completion (restartPolicy Never or
+ * OnFailure) whose app label is nvidia-cuda-validator / nvidia-device-plugin-validator, whose
+ * container runs `gpu-validator`, or whose image matches validator_glob (fnmatch; NULL →
+ * "*validator*"). Operand DaemonSet pods are known by their app label (NVIDIA's names:
+ * nvidia-driver-daemonset, nvidia-container-toolkit-daemonset, nvidia-device-plugin-daemonset,
+ * nvidia-device-plugin-mps-control-daemon, gpu-feature-discovery, nvidia-dcgm,
+ * nvidia-dcgm-exporter, nvidia-mig-manager, nvidia-operator-validator), else by image name. */
+ns_operand ns_operand_of_pod(const json_t *pod, const char *validator_glob);
+
+/* The value of env var `name` in any container of the pod (first found), or an `--name=value`
+ * / `--name value` argument where arg is given; NULL when absent. Borrowed from pod. */
+const char *ns_pod_env(const json_t *pod, const char *name);
+const char *ns_pod_arg(const json_t *pod, const char *arg);
+
+/* The MIG strategy a device-plugin or GFD pod runs with: MIG_STRATEGY env or --mig-strategy arg,
+ * else the config file's flags.migStrategy, else none. */
+ns_mig_strategy ns_pod_mig_strategy(const json_t *pod, const ns_dpconfig *cfg);
+
+/* The name of the ConfigMap mounted by a pod's volume named one of `names` (NULL-terminated),
+ * else of its first configMap volume when any_fallback; NULL when none. Borrowed. */
+const char *ns_pod_configmap(const json_t *pod, const char *const *names, bool any_fallback);
+
+/* What the node can offer a validation pod at the moment it runs. */
+typedef struct ns_node_view {
+    const char *node;
+    const ns_gpu_model *model; /* NULL on CPU-only nodes */
+    int n_gpus;                /* GPUs present */
+    const ns_mp_gpu_state *mig;
+    bool driver_up, toolkit_up;
+    const char *driver_version, *cuda_version;
+    const json_t *allocatable; /* node status.allocatable */
+    const ns_faults *faults;
+} ns_node_view;
+
+/* Decides a validation pod's outcome on the node: it succeeds when the GPUs are there, the driver
+ * is up, the toolkit is up (every mode but `driver`), the nvidia.com/ resources it requests are
+ * allocatable and no GPU has an XID. *log_out (malloc'd) is what the validator prints: the
+ * vectorAdd sample's output ending in "Test PASSED", or the reason it failed. Returns true for
+ * success. The mode comes from the pod's --mode argument or VALIDATOR_MODE env (default cuda). */
+bool ns_validation_run(const json_t *pod, const ns_node_view *v, char **log_out);
+
+/* The vectorAdd sample's success output (static). */
+const char *ns_vectoradd_output(void);
+
+#endif

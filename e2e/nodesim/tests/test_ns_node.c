@@ -1,0 +1,209 @@
+/* Tests for ns_node (registered Node, GFD labels) and ns_operand (pod roles, validation). */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "kc_yaml.h"
+#include "ns_node.h"
+#include "ns_operand.h"
+
+static ns_fleet *fleet(const char *yaml)
+{
+    ns_fleet *f = NULL;
+    kc_err err;
+    cr_assert_eq(ns_fleet_parse(yaml, strlen(yaml), NULL, &f, &err), KC_OK, "%s", err.msg);
+    return f;
+}
+
+static const char *lbl(const json_t *labels, const char *k)
+{
+    return json_string_value(json_object_get(labels, k));
+}
+
+Test(node, registered_object)
+{
+    ns_fleet *f = fleet("nodes:\n- name: p4d\n  count: 2\n  gpu: A100-SXM4-40GB\n  gpus: 8\n"
+                        "  taints: [{key: k, value: v, effect: NoSchedule}]\n- name: cpu\n");
+    json_t *n = ns_node_object(&f->groups[0], "p4d-1", 300);
+    const json_t *labels = json_object_get(json_object_get(n, "metadata"), "labels");
+    cr_assert_str_eq(lbl(labels, "feature.node.kubernetes.io/pci-10de.present"), "true");
+    cr_assert_str_eq(lbl(labels, "kubernetes.io/hostname"), "p4d-1");
+    cr_assert_str_eq(lbl(labels, "feature.node.kubernetes.io/system-os_release.VERSION_ID.minor"),
+                     "04");
+    const json_t *ann = json_object_get(json_object_get(n, "metadata"), "annotations");
+    cr_assert_str_eq(lbl(ann, NS_MANAGED_ANNOTATION), "nodesim");
+    cr_assert_str_eq(lbl(ann, NS_GPUS_ANNOTATION), "8");
+    const json_t *st = json_object_get(n, "status");
+    cr_assert_str_eq(lbl(json_object_get(st, "capacity"), "cpu"), "8");
+    cr_assert_null(json_object_get(json_object_get(st, "capacity"), "nvidia.com/gpu"),
+                   "GPU resources come from the device plugin, not registration");
+    cr_assert_str_eq(lbl(json_array_get(json_object_get(st, "addresses"), 0), "address"),
+                     "10.64.1.51");
+    cr_assert_eq(json_array_size(json_object_get(json_object_get(n, "spec"), "taints")), 1);
+    json_decref(n);
+    n = ns_node_object(&f->groups[1], "cpu", 0);
+    labels = json_object_get(json_object_get(n, "metadata"), "labels");
+    cr_assert_null(json_object_get(labels, "feature.node.kubernetes.io/pci-10de.present"));
+    json_decref(n);
+    ns_fleet_free(f);
+}
+
+static ns_dpconfig *dp(const char *yaml)
+{
+    ns_dpconfig *cfg = NULL;
+    kc_err err;
+    cr_assert_eq(ns_dpconfig_parse(yaml, strlen(yaml), NULL, &cfg, &err), KC_OK, "%s", err.msg);
+    return cfg;
+}
+
+Test(gfd, timeslicing_t4)
+{
+    ns_dpconfig *cfg = dp("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                          "    - name: nvidia.com/gpu\n      replicas: 4\n");
+    ns_gfd_input in = {.model = ns_gpu_find("Tesla-T4"),
+                       .n_gpus = 4,
+                       .sharing = cfg,
+                       .driver_version = "550.90.07",
+                       .cuda_version = "12.4"};
+    json_t *l = ns_gfd_labels(&in);
+    cr_assert_str_eq(lbl(l, "nvidia.com/gpu.product"), "Tesla-T4-SHARED");
+    cr_assert_str_eq(lbl(l, "nvidia.com/gpu.count"), "4");
+    cr_assert_str_eq(lbl(l, "nvidia.com/gpu.replicas"), "4");
+    cr_assert_str_eq(lbl(l, "nvidia.com/gpu.sharing-strategy"), "time-slicing");
+    cr_assert_str_eq(lbl(l, "nvidia.com/gpu.family"), "turing");
+    cr_assert_str_eq(lbl(l, "nvidia.com/cuda.driver-version.revision"), "07");
+    cr_assert_str_eq(lbl(l, "nvidia.com/mig.capable"), "false");
+    cr_assert_null(json_object_get(l, "nvidia.com/mig.strategy"));
+    json_decref(l);
+    ns_dpconfig_free(cfg);
+}
+
+static void balanced(ns_mp_gpu_state *st, int n)
+{
+    const ns_gpu_model *m = ns_gpu_find("A100-SXM4-40GB");
+    memset(st, 0, sizeof(*st) * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        st[i].mig_enabled = 1;
+        st[i].counts[ns_gpu_profile_index(m, "1g.5gb")] = 2;
+        st[i].counts[ns_gpu_profile_index(m, "2g.10gb")] = 1;
+        st[i].counts[ns_gpu_profile_index(m, "3g.20gb")] = 1;
+    }
+}
+
+Test(gfd, mig_strategies)
+{
+    ns_mp_gpu_state st[8];
+    balanced(st, 8);
+    ns_gfd_input in = {.model = ns_gpu_find("A100-SXM4-40GB"),
+                       .n_gpus = 8,
+                       .mig = st,
+                       .strategy = NS_MIG_MIXED,
+                       .driver_version = "550.90.07",
+                       .cuda_version = "12.4"};
+    json_t *l = ns_gfd_labels(&in);
+    cr_assert_str_eq(lbl(l, "nvidia.com/mig-1g.5gb.count"), "16");
+    cr_assert_str_eq(lbl(l, "nvidia.com/mig-3g.20gb.count"), "8");
+    cr_assert_str_eq(lbl(l, "nvidia.com/mig-3g.20gb.slices.gi"), "3");
+    cr_assert_str_eq(lbl(l, "nvidia.com/mig.strategy"), "mixed");
+    cr_assert_str_eq(lbl(l, "nvidia.com/gpu.product"), "NVIDIA-A100-SXM4-40GB");
+    json_decref(l);
+    in.strategy = NS_MIG_SINGLE;
+    l = ns_gfd_labels(&in);
+    cr_assert_str_eq(lbl(l, "nvidia.com/gpu.product"), "NVIDIA-A100-SXM4-40GB-MIG-INVALID");
+    cr_assert_str_eq(lbl(l, "nvidia.com/gpu.count"), "0");
+    cr_assert_null(json_object_get(l, "nvidia.com/mig-1g.5gb.count"));
+    json_decref(l);
+    const ns_gpu_model *m = in.model;
+    for (int i = 0; i < 8; i++) {
+        memset(st[i].counts, 0, sizeof(st[i].counts));
+        st[i].counts[ns_gpu_profile_index(m, "1g.5gb")] = 7;
+    }
+    l = ns_gfd_labels(&in);
+    cr_assert_str_eq(lbl(l, "nvidia.com/gpu.product"), "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb");
+    cr_assert_str_eq(lbl(l, "nvidia.com/gpu.count"), "56");
+    cr_assert_str_eq(lbl(l, "nvidia.com/gpu.memory"), "4864");
+    json_decref(l);
+    cr_assert(ns_gfd_owns_label("nvidia.com/mig-7g.40gb.count"));
+    cr_assert(ns_gfd_owns_label("nvidia.com/gpu.product"));
+    cr_assert_not(ns_gfd_owns_label("nvidia.com/gpu.deploy.driver"));
+    cr_assert_not(ns_gfd_owns_label("nvidia.com/gpu.present"));
+    cr_assert_not(ns_gfd_owns_label("nvidia.com/mig.config"));
+}
+
+static json_t *pod(const char *yaml)
+{
+    json_t *p = NULL;
+    kc_err err;
+    cr_assert_eq(kc_yaml_parse_one(yaml, strlen(yaml), NULL, &p, &err), KC_OK, "%s", err.msg);
+    return p;
+}
+
+Test(operand, classification)
+{
+    json_t *p = pod("metadata: {labels: {app: nvidia-driver-daemonset}}\n"
+                    "spec: {containers: [{name: c, image: x}]}\n");
+    cr_assert_eq(ns_operand_of_pod(p, NULL), NS_OP_DRIVER);
+    json_decref(p);
+    p = pod("spec: {containers: [{name: c, image: nvcr.io/nvidia/k8s/dcgm-exporter:3.3}]}\n");
+    cr_assert_eq(ns_operand_of_pod(p, NULL), NS_OP_DCGM_EXPORTER, "by image");
+    json_decref(p);
+    p = pod(
+        "spec: {restartPolicy: Never, containers: [{name: c, image: reg/gpu-operator-validator:1,"
+        " args: [--mode, plugin], env: [{name: MIG_STRATEGY, value: mixed}]}]}\n");
+    cr_assert_eq(ns_operand_of_pod(p, NULL), NS_OP_VALIDATION);
+    cr_assert_str_eq(ns_pod_arg(p, "--mode"), "plugin");
+    cr_assert_eq(ns_pod_mig_strategy(p, NULL), NS_MIG_MIXED);
+    cr_assert_eq(ns_operand_of_pod(p, "*other*"), NS_OP_NONE, "the glob decides");
+    json_decref(p);
+    p = pod("spec: {restartPolicy: Never, containers: [{name: c, image: busybox,"
+            " command: [/usr/bin/gpu-validator]}]}\n");
+    cr_assert_eq(ns_operand_of_pod(p, NULL), NS_OP_VALIDATION, "by command");
+    json_decref(p);
+    p = pod("spec: {volumes: [{name: a, emptyDir: {}}, {name: config, configMap: {name: ts}}]}\n");
+    const char *const names[] = {"config", NULL};
+    cr_assert_str_eq(ns_pod_configmap(p, names, false), "ts");
+    json_decref(p);
+}
+
+Test(operand, validation_outcomes)
+{
+    json_t *p = pod("spec: {restartPolicy: Never, containers: [{name: c, image: v, args: "
+                    "[--mode=plugin], resources: {limits: {nvidia.com/gpu: 1}}}]}\n");
+    json_t *alloc = json_pack("{s:s}", "nvidia.com/gpu", "8");
+    ns_faults f;
+    ns_fault_parse(NULL, 8, &f, NULL);
+    ns_node_view v = {.node = "n",
+                      .model = ns_gpu_find("A100-SXM4-40GB"),
+                      .n_gpus = 8,
+                      .driver_up = true,
+                      .toolkit_up = true,
+                      .driver_version = "550.90.07",
+                      .cuda_version = "12.4",
+                      .allocatable = alloc,
+                      .faults = &f};
+    char *log = NULL;
+    cr_assert(ns_validation_run(p, &v, &log));
+    cr_assert(strstr(log, "Test PASSED"), "%s", log);
+    cr_assert(strstr(log, "196 blocks of 256 threads"));
+    free(log);
+    ns_fault_parse("xid:gpu=2:code=48", 8, &f, NULL);
+    cr_assert_not(ns_validation_run(p, &v, &log));
+    cr_assert(strstr(log, "Xid 48 on GPU 2"), "%s", log);
+    cr_assert_null(strstr(log, "Test PASSED"));
+    free(log);
+    ns_fault_parse(NULL, 8, &f, NULL);
+    v.toolkit_up = false;
+    cr_assert_not(ns_validation_run(p, &v, &log));
+    cr_assert(strstr(log, "container toolkit is not ready"), "%s", log);
+    free(log);
+    v.toolkit_up = true;
+    json_object_set_new(alloc, "nvidia.com/gpu", json_string("0"));
+    cr_assert_not(ns_validation_run(p, &v, &log));
+    cr_assert(strstr(log, "nvidia.com/gpu: 1 requested, 0 allocatable"), "%s", log);
+    free(log);
+    v.driver_up = false;
+    cr_assert_not(ns_validation_run(p, &v, &log));
+    cr_assert(strstr(log, "no NVIDIA driver"), "%s", log);
+    free(log);
+    json_decref(alloc);
+    json_decref(p);
+}
