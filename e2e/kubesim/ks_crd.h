@@ -17,11 +17,15 @@
 size_t ks_crd_prune(const json_t *schema, json_t *obj, json_t *pruned);
 
 /* Fills the schema's `default` values into obj where a property is absent (or null and not
- * nullable) and its parent object exists, as the API server defaults custom objects. */
+ * nullable) and its parent object exists, as the API server defaults custom objects. A null in a
+ * field that is neither nullable nor defaulted is dropped first, as the API server's decoder does
+ * (declared properties and additionalProperties; array elements are left alone). */
 void ks_crd_default(const json_t *schema, json_t *obj);
 
 /* Validates obj against schema, appending every violation to v (the root's apiVersion, kind and
- * metadata are not checked against the schema). */
+ * metadata are not checked against the schema): types, enum, bounds, lengths, patterns, the
+ * `date` and `date-time` string formats, required properties, then the uniqueness rules of
+ * x-kubernetes-list-type `set` and `map` lists (Duplicate value), in the API server's order. */
 void ks_crd_schema_check(ks_verr *v, const json_t *schema, const json_t *obj);
 
 /* Admission of CustomResourceDefinition objects: defaults (names.singular, listKind,

@@ -1,6 +1,7 @@
 /* ks_crd_schema: structural-schema handling of custom objects as the API server does it:
- * pruning of undeclared fields, defaults, and validation of the common OpenAPI constraints with
- * the API server's messages (types, enum, pattern, bounds, lengths, required ...). */
+ * pruning of undeclared fields and of non-nullable nulls, defaults, and validation of the common
+ * OpenAPI constraints with the API server's messages (types, enum, pattern, date/date-time
+ * formats, bounds, lengths, required, list-type set/map uniqueness ...). */
 #include <math.h>
 #include <regex.h>
 #include <stdio.h>
@@ -97,17 +98,32 @@ static void default_node(const json_t *schema, json_t *val, bool root, int depth
             continue;
         const json_t *dflt = json_object_get(sub, "default");
         json_t *cur = json_object_get(val, key);
+        if (cur && json_is_null(cur) && !dflt && !flag(sub, "nullable")) {
+            json_object_del(val, key); /* a non-nullable null without a default is pruned */
+            continue;
+        }
         if (dflt && (!cur || (json_is_null(cur) && !flag(sub, "nullable"))))
             json_object_set_new(val, key, json_deep_copy(dflt));
         default_node(sub, json_object_get(val, key), false, depth + 1);
     }
     const json_t *ap = json_object_get(schema, "additionalProperties");
     if (json_is_object(ap)) {
+        const json_t *dflt = json_object_get(ap, "default");
+        bool nullable = flag(ap, "nullable");
         json_t *child;
-        json_object_foreach(val, key, child)
+        void *tmp;
+        json_object_foreach_safe(val, tmp, key, child)
         {
-            if (!json_object_get(props, key))
-                default_node(ap, child, false, depth + 1);
+            if (json_object_get(props, key))
+                continue;
+            if (json_is_null(child) && !nullable) {
+                if (dflt)
+                    json_object_set_new(val, key, json_deep_copy(dflt));
+                else
+                    json_object_del(val, key);
+                continue;
+            }
+            default_node(ap, child, false, depth + 1);
         }
     }
 }
@@ -392,17 +408,16 @@ static void check_enum(ks_verr *v, const json_t *schema, const json_t *val, cons
 
 static void check_number(ks_verr *v, const json_t *schema, const json_t *val, const char *path)
 {
+    /* multipleOf, minimum, maximum: the order the API server's validator reports them in */
     const json_t *mx = json_object_get(schema, "maximum");
     const json_t *mn = json_object_get(schema, "minimum");
-    if (json_is_number(mx)) {
-        bool excl = flag(schema, "exclusiveMaximum");
-        if (excl ? num(val) >= num(mx) : num(val) > num(mx)) {
-            char *lim = num_str(mx);
-            invalid_detail(v, path, val,
-                           excl ? "%s in body should be less than %s"
-                                : "%s in body should be less than or equal to %s",
-                           lim ? lim : "");
-            free(lim);
+    const json_t *mult = json_object_get(schema, "multipleOf");
+    if (json_is_number(mult) && num(mult) > 0) {
+        double q = num(val) / num(mult);
+        if (fabs(q - round(q)) > 1e-9) {
+            char *m = num_str(mult);
+            invalid_detail(v, path, val, "%s in body should be a multiple of %s", m ? m : "");
+            free(m);
         }
     }
     if (json_is_number(mn)) {
@@ -416,15 +431,82 @@ static void check_number(ks_verr *v, const json_t *schema, const json_t *val, co
             free(lim);
         }
     }
-    const json_t *mult = json_object_get(schema, "multipleOf");
-    if (json_is_number(mult) && num(mult) > 0) {
-        double q = num(val) / num(mult);
-        if (fabs(q - round(q)) > 1e-9) {
-            char *m = num_str(mult);
-            invalid_detail(v, path, val, "%s in body should be a multiple of %s", m ? m : "");
-            free(m);
+    if (json_is_number(mx)) {
+        bool excl = flag(schema, "exclusiveMaximum");
+        if (excl ? num(val) >= num(mx) : num(val) > num(mx)) {
+            char *lim = num_str(mx);
+            invalid_detail(v, path, val,
+                           excl ? "%s in body should be less than %s"
+                                : "%s in body should be less than or equal to %s",
+                           lim ? lim : "");
+            free(lim);
         }
     }
+}
+
+/* Go's time.Parse("2006-01-02", s) succeeds: four-digit year, two-digit month and day, the day
+ * within the month. */
+static bool is_date(const char *s, size_t n)
+{
+    static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (n != 10 || s[4] != '-' || s[7] != '-')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (i != 4 && i != 7 && (s[i] < '0' || s[i] > '9'))
+            return false;
+    int y = atoi(s), m = (s[5] - '0') * 10 + (s[6] - '0'), d = (s[8] - '0') * 10 + (s[9] - '0');
+    if (m < 1 || m > 12 || d < 1)
+        return false;
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return d <= days[m - 1] + (m == 2 && leap);
+}
+
+/* The OpenAPI date-time check the API server uses: lower-cased and split at 't', the first part
+ * is a date, the second matches HH:MM:SS, an optional fraction (any character then digits) and
+ * 'z' or a +hh:mm offset, with hours <= 23 and minutes and seconds <= 59. */
+static bool is_date_time(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 4 || n > 256)
+        return false;
+    char low[257];
+    for (size_t i = 0; i <= n; i++)
+        low[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
+    char *t = strchr(low, 't');
+    if (!t || !is_date(low, (size_t)(t - low)))
+        return false;
+    char *hms = t + 1, *end = strchr(hms, 't');
+    if (end)
+        *end = '\0';
+    if (strchr(hms, '\n'))
+        return false; /* '.' does not match a newline and the anchors are the text's ends */
+    regex_t re;
+    if (regcomp(&re, "^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$",
+                REG_EXTENDED | REG_NOSUB) != 0)
+        return false;
+    bool ok = regexec(&re, hms, 0, NULL, 0) == 0;
+    regfree(&re);
+    return ok && strncmp(hms, "23", 2) <= 0 && strncmp(hms + 3, "59", 2) <= 0 &&
+           strncmp(hms + 6, "59", 2) <= 0;
+}
+
+/* The string formats kubesim checks, by their normalised name (the API server ignores dashes and
+ * underscores in format names): 1 valid, 0 invalid, -1 not checked. */
+static int format_ok(const char *format, const char *s, size_t len)
+{
+    char name[32];
+    size_t k = 0;
+    for (const char *p = format; *p && k + 1 < sizeof(name); p++)
+        if (*p != '-' && *p != '_')
+            name[k++] = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
+    name[k] = '\0';
+    if (strlen(s) != len)
+        return -1; /* embedded NUL: left to the API server */
+    if (strcmp(name, "date") == 0)
+        return is_date(s, len);
+    if (strcmp(name, "datetime") == 0)
+        return is_date_time(s);
+    return -1;
 }
 
 static void check_string(ks_verr *v, const json_t *schema, const json_t *val, const char *path)
@@ -443,6 +525,15 @@ static void check_string(ks_verr *v, const json_t *schema, const json_t *val, co
     const char *pat = json_string_value(json_object_get(schema, "pattern"));
     if (pat && strlen(s) == json_string_length(val) && pattern_match(pat, s) == 0)
         invalid_detail(v, path, val, "%s in body should match '%s'", pat);
+    const char *format = json_string_value(json_object_get(schema, "format"));
+    if (format && format_ok(format, s, json_string_length(val)) == 0) {
+        char *q = ks_go_quote(s);
+        char detail[1400];
+        snprintf(detail, sizeof(detail), "%s in body must be of type %s: %s", path, format,
+                 q ? q : "\"\"");
+        ks_verr_type_invalid(v, path, q, detail);
+        free(q);
+    }
 }
 
 static void check_node(ks_verr *v, const json_t *schema, const json_t *val, const char *path,
@@ -535,20 +626,161 @@ static void check_node(ks_verr *v, const json_t *schema, const json_t *val, cons
         type_error(v, path, type, json_type_name(val));
         return;
     }
-    check_enum(v, schema, val, path);
+    /* The API server's validator order: string/format, number, array checks, then enum, then the
+     * object's required and properties. */
     if (json_is_number(val))
         check_number(v, schema, val, path);
     else if (json_is_string(val))
         check_string(v, schema, val, path);
     else if (json_is_array(val))
         check_array(v, schema, val, path, depth);
-    else if (json_is_object(val))
+    check_enum(v, schema, val, path);
+    if (json_is_object(val))
         check_object(v, schema, val, path, root, depth);
+}
+
+/* ---- x-kubernetes-list-type -------------------------------------------------------------- */
+
+/* Go's equality of two decoded JSON values as the list-type check compares them; NULL stands for
+ * an unspecified map key, which equals only itself. */
+static bool same(const json_t *a, const json_t *b)
+{
+    if (!a || !b)
+        return a == b;
+    return json_equal((json_t *)a, (json_t *)b);
+}
+
+/* Reports elements that repeat an earlier one, at the first repetition only, as Duplicate value
+ * errors rendering shown[i] (the element, or its key fields). */
+static void report_duplicates(ks_verr *v, const char *path, const json_t *const *keys,
+                              const json_t *const *shown, size_t n)
+{
+    char p[1024];
+    for (size_t i = 1; i < n; i++) {
+        size_t seen = 0;
+        for (size_t j = 0; j < i; j++)
+            seen += same(keys[i], keys[j]);
+        if (seen != 1)
+            continue;
+        snprintf(p, sizeof(p), "%s[%zu]", path, i);
+        char *gov = ks_go_value(shown[i]);
+        if (!gov) {
+            v->nomem = true;
+            return;
+        }
+        ks_verr_duplicate(v, p, gov);
+        free(gov);
+    }
+}
+
+/* The key of a list-type map element: for one key field the field's value (NULL when absent or
+ * the element is null), shown as {field: value}; for several, the object of the fields present.
+ * New reference in *shown (and in *key for several fields). */
+static json_t *map_key(const json_t *item, const json_t *fields, const json_t **key)
+{
+    json_t *shown = json_object();
+    *key = NULL;
+    if (!shown)
+        return NULL;
+    size_t nf = json_array_size(fields);
+    for (size_t f = 0; f < nf; f++) {
+        const char *name = json_string_value(json_array_get(fields, f));
+        json_t *kv = name && json_is_object(item) ? json_object_get(item, name) : NULL;
+        if (kv)
+            json_object_set(shown, name, kv);
+        if (nf == 1)
+            *key = kv;
+    }
+    if (nf != 1)
+        *key = shown;
+    return shown;
+}
+
+static void list_node(ks_verr *v, const json_t *schema, const json_t *val, const char *path,
+                      int depth);
+
+static void list_array(ks_verr *v, const json_t *schema, const json_t *val, const char *path,
+                       int depth)
+{
+    char p[1024];
+    size_t n = json_array_size(val);
+    const char *type = json_string_value(json_object_get(schema, "x-kubernetes-list-type"));
+    bool set = type && strcmp(type, "set") == 0, map = type && strcmp(type, "map") == 0;
+    if (map) {
+        for (size_t i = 0; i < n; i++) {
+            const json_t *x = json_array_get(val, i);
+            if (!json_is_object(x) && !json_is_null(x)) {
+                char *gov = ks_go_value(x);
+                snprintf(p, sizeof(p), "%s[%zu]", path, i);
+                ks_verr_invalid(v, p, gov, "must be an object for an array of list-type map");
+                free(gov);
+                map = false;
+                break;
+            }
+        }
+    }
+    if ((set || map) && n > 1) {
+        const json_t **keys = calloc(n, sizeof(*keys));
+        json_t **shown = calloc(n, sizeof(*shown));
+        const json_t *fields = json_object_get(schema, "x-kubernetes-list-map-keys");
+        bool ok = keys && shown;
+        for (size_t i = 0; ok && i < n; i++) {
+            if (set) {
+                keys[i] = json_array_get(val, i);
+                shown[i] = json_incref(json_array_get(val, i));
+            } else {
+                shown[i] = map_key(json_array_get(val, i), fields, &keys[i]);
+                ok = shown[i] != NULL;
+            }
+        }
+        if (ok)
+            report_duplicates(v, path, keys, (const json_t *const *)shown, n);
+        else
+            v->nomem = true;
+        for (size_t i = 0; shown && i < n; i++)
+            json_decref(shown[i]);
+        free(shown);
+        free(keys);
+    }
+    const json_t *items = json_object_get(schema, "items");
+    for (size_t i = 0; json_is_object(items) && i < n; i++) {
+        snprintf(p, sizeof(p), "%s[%zu]", path, i);
+        list_node(v, items, json_array_get(val, i), p, depth + 1);
+    }
+}
+
+static void list_node(ks_verr *v, const json_t *schema, const json_t *val, const char *path,
+                      int depth)
+{
+    char p[1024];
+    if (!json_is_object(schema) || depth > MAX_DEPTH)
+        return;
+    if (json_is_array(val)) {
+        list_array(v, schema, val, path, depth);
+        return;
+    }
+    if (!json_is_object(val))
+        return;
+    const json_t *props = json_object_get(schema, "properties");
+    const json_t *ap = json_object_get(schema, "additionalProperties");
+    const char *key;
+    json_t *child;
+    json_object_foreach((json_t *)val, key, child)
+    {
+        const json_t *sub = json_object_get(props, key);
+        if (!sub && json_is_object(ap))
+            sub = ap;
+        if (!sub)
+            continue;
+        path_child(p, sizeof(p), path, key);
+        list_node(v, sub, child, p, depth + 1);
+    }
 }
 
 void ks_crd_schema_check(ks_verr *v, const json_t *schema, const json_t *obj)
 {
     check_node(v, schema, obj, "", true, 0);
+    list_node(v, schema, obj, "", 0);
 }
 
 kc_code ks_crd_validate(const json_t *schema, const json_t *obj, kc_err *err)
