@@ -267,13 +267,10 @@ static void *heartbeat(void *arg)
 {
     ns_engine *e = arg;
     uint64_t period = (uint64_t)e->o.heartbeat_s * 1000u;
-    for (size_t i = 0; i < e->n; i++) {
-        /* Spread first renewals over one period. */
-        uint64_t h = 5381;
-        for (const char *s = e->sn[i].name; *s; s++)
-            h = h * 33 + (unsigned char)*s;
-        e->sn[i].next_hb_ms = ns_now_ms() + h % period;
-    }
+    /* Spread renewals evenly over one period so thousands of nodes do not renew at once. */
+    uint64_t start = ns_now_ms();
+    for (size_t i = 0; i < e->n; i++)
+        e->sn[i].next_hb_ms = start + period * i / (e->n ? e->n : 1);
     while (!atomic_load(&e->stop)) {
         uint64_t now = ns_now_ms();
         for (size_t i = 0; i < e->n && !atomic_load(&e->stop); i++) {
