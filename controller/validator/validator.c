@@ -273,7 +273,10 @@ int val_run(const struct val_options *opt, FILE *out, FILE *errout)
             val_mode_name(opt->mode));
     switch (opt->mode) {
     case VAL_MODE_DRIVER:
+        /* The driver's own libraries (mounted from the driver container), no runtime hook. */
         rc = check_nvml(0, &sum, out, err, sizeof(err));
+        if (rc == VAL_OK)
+            rc = check_cuda(0, &sum, out, err, sizeof(err));
         break;
     case VAL_MODE_TOOLKIT:
         rc = check_nvml(0, &sum, out, err, sizeof(err));
@@ -312,7 +315,6 @@ int val_run(const struct val_options *opt, FILE *out, FILE *errout)
         return rc;
     }
     fprintf(out, "Test PASSED\n");
-    fprintf(out, "Done\n");
     fflush(out);
     return VAL_OK;
 }

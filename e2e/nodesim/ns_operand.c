@@ -196,8 +196,7 @@ static const char vectoradd[] = "[Vector addition of 50000 elements]\n"
                                 "Copy input data from the host memory to the CUDA device\n"
                                 "CUDA kernel launch with 196 blocks of 256 threads\n"
                                 "Copy output data from the CUDA device to the host memory\n"
-                                "Test PASSED\n"
-                                "Done\n";
+                                "Test PASSED\n";
 
 const char *ns_vectoradd_output(void)
 {
@@ -310,14 +309,9 @@ bool ns_validation_run(const json_t *pod, const ns_node_view *v, char **log_out)
                 xid_gpu = g;
                 break;
             }
-        if (strcmp(mode, "driver") == 0) {
-            sb_add(&b, "driver validation: NVML sees %d GPUs\n", v->n_gpus);
-            if (xid_gpu >= 0)
-                sb_add(&b, "GPU %d: Xid %d reported by the driver; GPU unusable\n", xid_gpu,
-                       v->faults->xid_code[xid_gpu]);
-            else
-                ok = true;
-        } else if (xid_gpu >= 0) {
+        if (strcmp(mode, "driver") == 0)
+            sb_add(&b, "driver validation: NVML sees %d GPUs (driver libraries only)\n", v->n_gpus);
+        if (xid_gpu >= 0) {
             sb_add(&b, "[Vector addition of 50000 elements]\n"
                        "Copy input data from the host memory to the CUDA device\n"
                        "CUDA kernel launch with 196 blocks of 256 threads\n");

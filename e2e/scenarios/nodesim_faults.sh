@@ -19,7 +19,7 @@ until_eq "val-b" "Succeeded" 30 pod_phase val-b
 log=$(k logs -n gpu-operator val-a)
 assert_contains "log" "[Vector addition of 50000 elements]" "$log"
 assert_contains "log" "CUDA kernel launch with 196 blocks of 256 threads" "$log"
-assert_eq "last line" "Done" "$(tail -n1 <<<"$log")"
+assert_eq "last line" "Test PASSED" "$(tail -n1 <<<"$log")"
 assert_contains "log" "Test PASSED" "$log"
 assert_eq "exit code" "0" "$(k get pod -n gpu-operator val-a -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}')"
 
