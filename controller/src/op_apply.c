@@ -1,0 +1,385 @@
+/* op_apply: the policy reconciler. Picks the active ClusterPolicy, marks the others ignored,
+ * renders every state and applies what changed (creates, updates whose content hash differs,
+ * deletes of objects no longer rendered), keeps the finalizer, and on deletion removes the
+ * operands and the node labels the operator added before letting the ClusterPolicy go. */
+#include "op_controller_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kc_log.h"
+#include "op_policy.h"
+
+static const char *str_at(const json_t *o, const char *a, const char *b)
+{
+    const json_t *v = json_object_get(o, a);
+    return json_string_value(b ? json_object_get(v, b) : v);
+}
+
+static const char *obj_hash(const json_t *obj)
+{
+    return json_string_value(json_object_get(
+        json_object_get(json_object_get(obj, "metadata"), "annotations"), OP_HASH_ANNOTATION));
+}
+
+static bool has_finalizer(const json_t *obj)
+{
+    size_t i;
+    const json_t *f;
+    json_array_foreach(json_object_get(json_object_get(obj, "metadata"), "finalizers"), i,
+                       f) if (json_string_value(f) &&
+                              !strcmp(json_string_value(f), OP_FINALIZER)) return true;
+    return false;
+}
+
+/* Sets the finalizer list with or without ours (merge patch of the whole list, guarded by the
+ * resourceVersion so a concurrent change is not lost). */
+static kc_code set_finalizer(op_controller *c, const json_t *obj, bool on, kc_err *err)
+{
+    json_t *list = json_array();
+    size_t i;
+    const json_t *f;
+    json_array_foreach(json_object_get(json_object_get(obj, "metadata"), "finalizers"), i,
+                       f) if (!json_string_value(f) || strcmp(json_string_value(f), OP_FINALIZER))
+        json_array_append(list, (json_t *)f);
+    if (on)
+        json_array_append_new(list, json_string(OP_FINALIZER));
+    json_t *patch = json_pack("{s:{s:o, s:O}}", "metadata", "finalizers", list, "resourceVersion",
+                              json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    kc_code rc = kc_patch(c->api, &KC_RES_CLUSTERPOLICIES, NULL, str_at(obj, "metadata", "name"),
+                          KC_PATCH_MERGE, patch, NULL, NULL, err);
+    json_decref(patch);
+    return rc;
+}
+
+/* Writes status.state=ignored on a ClusterPolicy that is not the active one. */
+static void mark_ignored(op_controller *c, const json_t *obj, const char *active)
+{
+    const char *state = str_at(json_object_get(obj, "status"), "state", NULL);
+    if (state && !strcmp(state, "ignored"))
+        return;
+    char msg[512];
+    snprintf(msg, sizeof(msg), "only one ClusterPolicy is active: %s (the oldest)", active);
+    json_t *patch =
+        json_pack("{s:{s:s, s:s, s:[{s:s, s:s, s:s, s:s, s:s}]}}", "status", "state", "ignored",
+                  "namespace", c->ns, "conditions", "type", "Ready", "status", "False", "reason",
+                  "Ignored", "message", msg, "lastTransitionTime", "1970-01-01T00:00:00Z");
+    char now[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_object_set_new(
+        json_array_get(json_object_get(json_object_get(patch, "status"), "conditions"), 0),
+        "lastTransitionTime", json_string(now));
+    kc_patch_opts po = {.subresource = "status"};
+    kc_err err;
+    if (kc_patch(c->api, &KC_RES_CLUSTERPOLICIES, NULL, str_at(obj, "metadata", "name"),
+                 KC_PATCH_MERGE, patch, &po, NULL, &err) == KC_OK) {
+        kc_info("ClusterPolicy ignored", "name=%s active=%s", str_at(obj, "metadata", "name"),
+                active);
+        kc_event_record(c->events, obj, "Warning", "Ignored", "%s", msg);
+    }
+    json_decref(patch);
+}
+
+/* The live object for a rendered one (new reference) or NULL. */
+static json_t *live_of(op_controller *c, op_kind *k, const json_t *obj)
+{
+    if (!k->inf)
+        return NULL;
+    return kc_informer_get(k->inf, k->res.namespaced ? c->ns : NULL,
+                           str_at(obj, "metadata", "name"));
+}
+
+/* Creates or updates one rendered object; returns 1 when it wrote, 0 when nothing changed, -1 on
+ * error (err set). */
+static int apply_one(op_controller *c, op_kind *k, json_t *obj, kc_err *err)
+{
+    const char *ns = k->res.namespaced ? c->ns : NULL;
+    json_t *live = live_of(c, k, obj);
+    int wrote = 0;
+    kc_code rc = KC_OK;
+    if (!live) {
+        rc = kc_create(c->api, &k->res, ns, obj, NULL, err);
+        if (rc == KC_EALREADYEXISTS) /* the cache is behind: the watch will bring it */
+            rc = KC_OK;
+        wrote = 1;
+    } else {
+        const char *lh = obj_hash(live), *rh = obj_hash(obj);
+        if (!lh || !rh || strcmp(lh, rh) != 0) {
+            json_t *upd = json_deep_copy(obj);
+            json_t *m = json_object_get(upd, "metadata");
+            json_object_set(m, "resourceVersion",
+                            json_object_get(json_object_get(live, "metadata"), "resourceVersion"));
+            if (!strcmp(k->kind, "Service")) {
+                /* clusterIP is immutable: keep what the server allocated. */
+                json_t *ls = json_object_get(live, "spec"), *us = json_object_get(upd, "spec");
+                if (json_object_get(ls, "clusterIP"))
+                    json_object_set(us, "clusterIP", json_object_get(ls, "clusterIP"));
+                if (json_object_get(ls, "clusterIPs"))
+                    json_object_set(us, "clusterIPs", json_object_get(ls, "clusterIPs"));
+            }
+            rc = kc_update(c->api, &k->res, ns, upd, NULL, err);
+            json_decref(upd);
+            wrote = 1;
+            if (rc == KC_OK)
+                kc_info("updated", "kind=%s name=%s", k->kind, str_at(obj, "metadata", "name"));
+        }
+    }
+    json_decref(live);
+    return rc == KC_OK ? wrote : -1;
+}
+
+/* Deletes every object we own that is not in `keep` (set of "Kind/name"); with keep NULL,
+ * everything we own. Returns how many objects remain to be deleted (still in the caches). */
+static size_t delete_stale(op_controller *c, const json_t *keep)
+{
+    size_t left = 0;
+    for (size_t i = 0; i < c->n_kinds; i++) {
+        op_kind *k = &c->kinds[i];
+        if (!k->inf)
+            continue;
+        json_t *items = kc_informer_list(k->inf);
+        size_t j;
+        const json_t *o;
+        json_array_foreach(items, j, o)
+        {
+            const char *name = str_at(o, "metadata", "name");
+            char id[400];
+            snprintf(id, sizeof(id), "%s/%s", k->kind, name ? name : "");
+            if (keep && json_object_get(keep, id))
+                continue;
+            left++;
+            if (json_object_get(json_object_get(o, "metadata"), "deletionTimestamp"))
+                continue;
+            kc_err err;
+            kc_code rc = kc_delete(c->api, &k->res, k->res.namespaced ? c->ns : NULL, name,
+                                   KC_PROPAGATE_BACKGROUND, NULL, &err);
+            if (rc == KC_OK)
+                kc_info("deleted", "kind=%s name=%s", k->kind, name);
+            else if (rc != KC_ENOTFOUND)
+                kc_warn("delete failed", "kind=%s name=%s err=\"%s\"", k->kind, name, err.msg);
+        }
+        json_decref(items);
+    }
+    return left;
+}
+
+/* Removes the labels the operator added from every node; returns the nodes still carrying some. */
+static size_t unlabel_nodes(op_controller *c)
+{
+    size_t left = 0;
+    json_t *nodes = kc_informer_list(c->nodes);
+    size_t i;
+    const json_t *n;
+    json_array_foreach(nodes, i, n)
+    {
+        const json_t *labels = json_object_get(json_object_get(n, "metadata"), "labels");
+        json_t *patch = json_object();
+        const char *k;
+        const json_t *v;
+        json_object_foreach((json_t *)labels, k, v)
+        {
+            const char *val = json_string_value(v);
+            bool deploy = !strncmp(k, "nvidia.com/gpu.deploy.", 22) &&
+                          strcmp(k, "nvidia.com/gpu.deploy.operands") && val &&
+                          (!strcmp(val, "true") || !strcmp(val, "false"));
+            if (deploy || !strcmp(k, "nvidia.com/gpu.present"))
+                json_object_set_new(patch, k, json_null());
+        }
+        if (json_object_size(patch)) {
+            left++;
+            json_t *body = json_pack("{s:{s:O}}", "metadata", "labels", patch);
+            kc_err err;
+            if (kc_patch(c->api, &KC_RES_NODES, NULL, str_at(n, "metadata", "name"), KC_PATCH_MERGE,
+                         body, NULL, NULL, &err) != KC_OK)
+                kc_warn("cannot remove node labels", "node=%s err=\"%s\"",
+                        str_at(n, "metadata", "name"), err.msg);
+            json_decref(body);
+        }
+        json_decref(patch);
+    }
+    json_decref(nodes);
+    return left;
+}
+
+/* Validation pods are owned by the ClusterPolicy; they go with the rest on deletion. */
+static size_t delete_validation_pods(op_controller *c)
+{
+    size_t left = 0;
+    json_t *pods = kc_informer_list(c->pods);
+    size_t i;
+    const json_t *p;
+    json_array_foreach(pods, i, p)
+    {
+        if (!json_object_get(json_object_get(json_object_get(p, "metadata"), "labels"),
+                             OP_VAL_STAGE_LABEL))
+            continue;
+        left++;
+        if (!json_object_get(json_object_get(p, "metadata"), "deletionTimestamp"))
+            kc_delete(c->api, &KC_RES_PODS, c->ns, str_at(p, "metadata", "name"),
+                      KC_PROPAGATE_BACKGROUND, NULL, NULL);
+    }
+    json_decref(pods);
+    return left;
+}
+
+static void set_active(op_controller *c, const json_t *obj)
+{
+    pthread_mutex_lock(&c->mu);
+    json_decref(c->policy);
+    c->policy = obj ? json_deep_copy(obj) : NULL;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Queues every node (the spec changed what gating wants). */
+static void fan_out_nodes(op_controller *c)
+{
+    json_t *nodes = kc_informer_list(c->nodes);
+    size_t i;
+    const json_t *n;
+    json_array_foreach(nodes, i, n)
+    {
+        char key[300];
+        snprintf(key, sizeof(key), OP_NODE_PREFIX "%s", str_at(n, "metadata", "name"));
+        kc_workqueue_add(c->q, key);
+    }
+    json_decref(nodes);
+}
+
+long op_reconcile_policy(op_controller *c)
+{
+    json_t *all = kc_informer_list(c->policies);
+    const json_t *active = op_policy_active(all);
+    long again = -1;
+    if (!active) {
+        set_active(c, NULL);
+        kc_workqueue_add(c->q, OP_KEY_STATUS);
+        goto out;
+    }
+    const char *name = str_at(active, "metadata", "name");
+    size_t i;
+    const json_t *p;
+    json_array_foreach(all, i, p) if (p != active) mark_ignored(c, p, name);
+
+    kc_err err;
+    if (json_object_get(json_object_get(active, "metadata"), "deletionTimestamp")) {
+        if (!has_finalizer(active))
+            goto out;
+        set_active(c, NULL);
+        size_t left = delete_stale(c, NULL) + unlabel_nodes(c) + delete_validation_pods(c);
+        if (left) {
+            kc_info("ClusterPolicy deleted: removing operands and node labels", "name=%s left=%zu",
+                    name, left);
+            again = 500;
+            goto out;
+        }
+        if (set_finalizer(c, active, false, &err) != KC_OK && err.code != KC_ENOTFOUND) {
+            kc_warn("cannot remove the finalizer", "name=%s err=\"%s\"", name, err.msg);
+            again = 1000;
+        } else {
+            kc_info("ClusterPolicy cleaned up; finalizer removed", "name=%s", name);
+        }
+        goto out;
+    }
+    if (!has_finalizer(active)) {
+        if (set_finalizer(c, active, true, &err) != KC_OK) {
+            kc_warn("cannot add the finalizer", "name=%s err=\"%s\"", name, err.msg);
+            again = 1000;
+        }
+        goto out; /* the update event brings us back */
+    }
+    set_active(c, active);
+
+    /* Render everything first: a spec that cannot be rendered changes nothing. */
+    json_t *owner = op_policy_owner_ref(active);
+    op_render_ctx ctx = {.spec = json_object_get(active, "spec"),
+                         .ns = c->ns,
+                         .owner = owner,
+                         .operator_image = c->o.operator_image};
+    size_t n_states = op_states_count(c->o.states);
+    json_t *rendered = json_array();
+    json_t *keep = json_object();
+    json_t *ds_by_state = json_object();
+    char rerr[512] = "";
+    for (size_t s = 0; s < n_states; s++) {
+        json_t *objs = NULL;
+        if (op_render_state(c->o.states, s, &ctx, &objs, &err) != KC_OK) {
+            snprintf(rerr, sizeof(rerr), "%s: %s", op_states_name(c->o.states, s), err.msg);
+            break;
+        }
+        json_t *dsn = json_array();
+        size_t j;
+        json_t *o;
+        json_array_foreach(objs, j, o)
+        {
+            char id[400];
+            snprintf(id, sizeof(id), "%s/%s", str_at(o, "kind", NULL),
+                     str_at(o, "metadata", "name"));
+            json_object_set_new(keep, id, json_true());
+            json_array_append(rendered, o);
+            if (!strcmp(str_at(o, "kind", NULL) ?: "", "DaemonSet"))
+                json_array_append_new(dsn, json_string(str_at(o, "metadata", "name")));
+        }
+        json_object_set_new(ds_by_state, op_states_name(c->o.states, s), dsn);
+        json_decref(objs);
+    }
+    json_decref(owner);
+    pthread_mutex_lock(&c->mu);
+    bool was_error = c->render_error[0] != 0;
+    snprintf(c->render_error, sizeof(c->render_error), "%s", rerr);
+    if (!rerr[0]) {
+        json_decref(c->ds_by_state);
+        c->ds_by_state = json_incref(ds_by_state);
+    }
+    bool spec_changed = !json_equal(c->last_spec, json_object_get(active, "spec"));
+    if (spec_changed) {
+        json_decref(c->last_spec);
+        c->last_spec = json_deep_copy(json_object_get(active, "spec"));
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (rerr[0]) {
+        if (!was_error) {
+            kc_warn("ClusterPolicy cannot be rendered; nothing applied", "name=%s err=\"%s\"", name,
+                    rerr);
+            kc_event_record(c->events, active, "Warning", "ReconcileFailed",
+                            "spec cannot be applied, nothing changed: %s", rerr);
+        }
+    } else {
+        size_t wrote = 0;
+        bool failed = false;
+        size_t j;
+        json_t *o;
+        json_array_foreach(rendered, j, o)
+        {
+            op_kind *k = op_kind_find(c, str_at(o, "apiVersion", NULL), str_at(o, "kind", NULL));
+            if (!k || !k->inf)
+                continue; /* e.g. ServiceMonitor without the Prometheus operator's CRD */
+            int w = apply_one(c, k, o, &err);
+            if (w < 0) {
+                failed = true;
+                kc_warn("apply failed", "kind=%s name=%s err=\"%s\"", k->kind,
+                        str_at(o, "metadata", "name"), err.msg);
+            } else {
+                wrote += (size_t)w;
+            }
+        }
+        delete_stale(c, keep);
+        if (wrote)
+            kc_debug("policy applied", "writes=%zu", wrote);
+        if (failed)
+            again = 2000;
+        if (spec_changed)
+            fan_out_nodes(c);
+    }
+    json_decref(rendered);
+    json_decref(keep);
+    json_decref(ds_by_state);
+    kc_workqueue_add_after(c->q, OP_KEY_STATUS, 100);
+out:
+    json_decref(all);
+    return again;
+}

@@ -1,0 +1,449 @@
+/* op_controller: caches, work queue and workers of the operator. Watch events only queue keys:
+ * "policy" (render and apply), "node/<name>" (gating) and "status"; workers reconcile them. */
+#include "op_controller_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kc_log.h"
+
+/* Every kind a state may render, and where it lives. */
+static const op_kind kind_table[] = {
+    {"v1", "ServiceAccount", {"", "v1", "serviceaccounts", true}, NULL},
+    {"v1", "ConfigMap", {"", "v1", "configmaps", true}, NULL},
+    {"v1", "Service", {"", "v1", "services", true}, NULL},
+    {"apps/v1", "DaemonSet", {"apps", "v1", "daemonsets", true}, NULL},
+    {"rbac.authorization.k8s.io/v1",
+     "Role",
+     {"rbac.authorization.k8s.io", "v1", "roles", true},
+     NULL},
+    {"rbac.authorization.k8s.io/v1",
+     "RoleBinding",
+     {"rbac.authorization.k8s.io", "v1", "rolebindings", true},
+     NULL},
+    {"rbac.authorization.k8s.io/v1",
+     "ClusterRole",
+     {"rbac.authorization.k8s.io", "v1", "clusterroles", false},
+     NULL},
+    {"rbac.authorization.k8s.io/v1",
+     "ClusterRoleBinding",
+     {"rbac.authorization.k8s.io", "v1", "clusterrolebindings", false},
+     NULL},
+    {"node.k8s.io/v1", "RuntimeClass", {"node.k8s.io", "v1", "runtimeclasses", false}, NULL},
+    {"monitoring.coreos.com/v1",
+     "ServiceMonitor",
+     {"monitoring.coreos.com", "v1", "servicemonitors", true},
+     NULL},
+};
+#define N_KINDS (sizeof(kind_table) / sizeof(kind_table[0]))
+
+static const char *str_at(const json_t *o, const char *a, const char *b)
+{
+    const json_t *v = json_object_get(o, a);
+    return json_string_value(b ? json_object_get(v, b) : v);
+}
+
+json_t *op_active_policy(op_controller *c)
+{
+    pthread_mutex_lock(&c->mu);
+    json_t *p = json_incref(c->policy);
+    pthread_mutex_unlock(&c->mu);
+    return p;
+}
+
+op_kind *op_kind_find(op_controller *c, const char *api_version, const char *kind)
+{
+    for (size_t i = 0; i < c->n_kinds; i++)
+        if (api_version && kind && !strcmp(c->kinds[i].api_version, api_version) &&
+            !strcmp(c->kinds[i].kind, kind))
+            return &c->kinds[i];
+    return NULL;
+}
+
+/* ---- the pod index (node → pod keys of our namespace) ---- */
+
+static void index_pod(op_controller *c, const json_t *pod, bool add)
+{
+    const char *node = str_at(pod, "spec", "nodeName");
+    if (!node)
+        return;
+    char *key = kc_informer_key(pod);
+    if (!key)
+        return;
+    pthread_mutex_lock(&c->mu);
+    kc_map *set = kc_map_get(c->pods_by_node, node);
+    if (add) {
+        if (!set && (set = kc_map_new()) && kc_map_put(c->pods_by_node, node, set, NULL) != KC_OK) {
+            kc_map_free(set, NULL);
+            set = NULL;
+        }
+        if (set)
+            kc_map_put(set, key, (void *)1, NULL);
+    } else if (set) {
+        kc_map_remove(set, key);
+        if (kc_map_size(set) == 0)
+            kc_map_free(kc_map_remove(c->pods_by_node, node), NULL);
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(key);
+    char nk[300];
+    snprintf(nk, sizeof(nk), OP_NODE_PREFIX "%s", node);
+    kc_workqueue_add(c->q, nk);
+}
+
+json_t *op_node_pods(op_controller *c, const char *node)
+{
+    json_t *out = json_array();
+    char **keys = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&c->mu);
+    kc_map *set = kc_map_get(c->pods_by_node, node);
+    if (set && (keys = calloc(kc_map_size(set) + 1, sizeof(*keys)))) {
+        size_t pos = 0;
+        const char *k;
+        while (kc_map_next(set, &pos, &k, NULL))
+            keys[n++] = strdup(k);
+    }
+    pthread_mutex_unlock(&c->mu);
+    for (size_t i = 0; i < n; i++) {
+        char *slash = keys[i] ? strchr(keys[i], '/') : NULL;
+        if (slash) {
+            *slash = '\0';
+            json_t *p = kc_informer_get(c->pods, keys[i], slash + 1);
+            if (p && out)
+                json_array_append_new(out, p);
+            else
+                json_decref(p);
+        }
+        free(keys[i]);
+    }
+    free(keys);
+    return out;
+}
+
+/* ---- watch handlers (loop thread): they only queue keys ---- */
+
+static void queue_node(op_controller *c, const json_t *node)
+{
+    const char *name = str_at(node, "metadata", "name");
+    char key[300];
+    if (!name)
+        return;
+    snprintf(key, sizeof(key), OP_NODE_PREFIX "%s", name);
+    kc_workqueue_add(c->q, key);
+}
+
+static void on_policy(kc_informer *i, const json_t *o, void *ud)
+{
+    (void)i;
+    (void)o;
+    kc_workqueue_add(((op_controller *)ud)->q, OP_KEY_POLICY);
+}
+static void on_policy_upd(kc_informer *i, const json_t *a, const json_t *b, void *ud)
+{
+    (void)a;
+    on_policy(i, b, ud);
+}
+static void on_node_add(kc_informer *i, const json_t *o, void *ud)
+{
+    (void)i;
+    op_controller *c = ud;
+    queue_node(c, o);
+    kc_workqueue_add_after(c->q, OP_KEY_STATUS, 200);
+}
+static void on_node_upd(kc_informer *i, const json_t *a, const json_t *b, void *ud)
+{
+    (void)i;
+    (void)a;
+    queue_node(ud, b);
+}
+static void on_node_del(kc_informer *i, const json_t *o, void *ud)
+{
+    on_node_add(i, o, ud);
+}
+static void on_pod_add(kc_informer *i, const json_t *o, void *ud)
+{
+    (void)i;
+    index_pod(ud, o, true);
+}
+static void on_pod_upd(kc_informer *i, const json_t *a, const json_t *b, void *ud)
+{
+    (void)i;
+    const char *na = str_at(a, "spec", "nodeName"), *nb = str_at(b, "spec", "nodeName");
+    if (na && (!nb || strcmp(na, nb)))
+        index_pod(ud, a, false);
+    index_pod(ud, b, true);
+}
+static void on_pod_del(kc_informer *i, const json_t *o, void *ud)
+{
+    (void)i;
+    index_pod(ud, o, false);
+}
+/* Owned objects: a change may need a re-apply (someone edited or deleted one). DaemonSet status
+ * changes matter to the ClusterPolicy status. */
+static void on_owned(kc_informer *i, const json_t *o, void *ud)
+{
+    (void)i;
+    (void)o;
+    op_controller *c = ud;
+    kc_workqueue_add(c->q, OP_KEY_POLICY);
+    kc_workqueue_add_after(c->q, OP_KEY_STATUS, 200);
+}
+static void on_owned_upd(kc_informer *i, const json_t *a, const json_t *b, void *ud)
+{
+    (void)i;
+    op_controller *c = ud;
+    /* Only a change of what we rendered (hash or spec) needs a re-apply; status changes only
+     * matter to the status. */
+    const json_t *ann_a = json_object_get(json_object_get(a, "metadata"), "annotations");
+    const json_t *ann_b = json_object_get(json_object_get(b, "metadata"), "annotations");
+    const char *x = json_string_value(json_object_get(ann_a, OP_HASH_ANNOTATION));
+    const char *y = json_string_value(json_object_get(ann_b, OP_HASH_ANNOTATION));
+    if (!x || !y || strcmp(x, y) != 0)
+        kc_workqueue_add(c->q, OP_KEY_POLICY);
+    kc_workqueue_add_after(c->q, OP_KEY_STATUS, 200);
+}
+
+/* Keeps what the operator reads of a Node: identity, labels, annotations and allocatable. */
+static json_t *node_transform(json_t *obj, const kc_resource *res, void *ud)
+{
+    (void)res;
+    (void)ud;
+    const json_t *m = json_object_get(obj, "metadata");
+    json_t *out = json_pack(
+        "{s:s, s:s, s:{s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:O*}, s:{s:O*}}", "apiVersion", "v1",
+        "kind", "Node", "metadata", "name", json_object_get(m, "name"), "uid",
+        json_object_get(m, "uid"), "resourceVersion", json_object_get(m, "resourceVersion"),
+        "creationTimestamp", json_object_get(m, "creationTimestamp"), "labels",
+        json_object_get(m, "labels"), "annotations", json_object_get(m, "annotations"),
+        "deletionTimestamp", json_object_get(m, "deletionTimestamp"), "status", "allocatable",
+        json_object_get(json_object_get(obj, "status"), "allocatable"));
+    json_decref(obj);
+    return out;
+}
+
+/* ---- workers ---- */
+
+static void *worker(void *arg)
+{
+    op_controller *c = arg;
+    char *key;
+    while (kc_workqueue_get(c->q, &key)) {
+        long again = -1;
+        if (!strcmp(key, OP_KEY_POLICY))
+            again = op_reconcile_policy(c);
+        else if (!strcmp(key, OP_KEY_STATUS))
+            again = op_reconcile_status(c);
+        else if (!strncmp(key, OP_NODE_PREFIX, strlen(OP_NODE_PREFIX)))
+            again = op_reconcile_node(c, key + strlen(OP_NODE_PREFIX));
+        kc_workqueue_done(c->q, key);
+        if (again >= 0)
+            kc_workqueue_add_after(c->q, key, again);
+        else
+            kc_workqueue_forget(c->q, key);
+        free(key);
+    }
+    return NULL;
+}
+
+bool op_controller_synced(op_controller *c)
+{
+    return c && atomic_load(&c->synced);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    op_controller *c = t->data;
+    if (c->workers_started)
+        return;
+    if (!kc_informer_synced(c->policies) || !kc_informer_synced(c->nodes) ||
+        !kc_informer_synced(c->pods) || !kc_informer_synced(c->daemonsets))
+        return;
+    for (size_t i = 0; i < c->n_kinds; i++)
+        if (c->kinds[i].inf && !kc_informer_synced(c->kinds[i].inf))
+            return;
+    atomic_store(&c->synced, true);
+    c->workers_started = true;
+    for (int i = 0; i < c->n_workers; i++)
+        if (pthread_create(&c->workers[i], NULL, worker, c) != 0) {
+            kc_error("cannot start a worker", "i=%d", i);
+            c->n_workers = i;
+            break;
+        }
+    kc_workqueue_add(c->q, OP_KEY_POLICY);
+    kc_info("caches synced; reconciling", "workers=%d nodes=%zu", c->n_workers,
+            kc_informer_count(c->nodes));
+    uv_timer_stop(t);
+}
+
+static void on_stop(uv_async_t *a)
+{
+    uv_stop(a->loop);
+}
+
+void op_controller_stop(op_controller *c)
+{
+    if (c)
+        uv_async_send(&c->stop_async);
+}
+
+/* Whether the server serves a resource (discovery of its group/version). */
+static bool served(op_controller *c, const kc_resource *r)
+{
+    if (!r->group[0])
+        return true;
+    char path[256];
+    snprintf(path, sizeof(path), "/apis/%s/%s", r->group, r->version);
+    kc_request req = {.method = "GET", .path = path};
+    kc_response resp = {0};
+    kc_err err;
+    bool ok = false;
+    if (kc_client_do(c->api, &req, &resp, &err) == KC_OK && resp.body) {
+        json_t *doc = json_loads(resp.body, 0, NULL);
+        size_t i;
+        const json_t *res;
+        json_array_foreach(json_object_get(doc, "resources"), i,
+                           res) if (!strcmp(str_at(res, "name", NULL) ?: "", r->resource)) ok =
+            true;
+        json_decref(doc);
+    }
+    kc_response_free(&resp);
+    return ok;
+}
+
+kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, kc_err *err)
+{
+    *out = NULL;
+    op_controller *c = calloc(1, sizeof(*c));
+    if (!c)
+        return kc_err_set(err, KC_ENOMEM, "out of memory");
+    c->o = *opts;
+    c->ns = strdup(opts->ns);
+    c->n_workers = opts->workers > 0 ? opts->workers : 2;
+    c->workers = calloc((size_t)c->n_workers, sizeof(*c->workers));
+    c->results = kc_map_new();
+    c->pods_by_node = kc_map_new();
+    c->ds_by_state = json_object();
+    c->kinds = calloc(N_KINDS, sizeof(*c->kinds));
+    pthread_mutex_init(&c->mu, NULL);
+    atomic_init(&c->synced, false);
+    kc_code rc = KC_OK;
+    if (!c->ns || !c->workers || !c->results || !c->pods_by_node || !c->ds_by_state || !c->kinds) {
+        rc = kc_err_set(err, KC_ENOMEM, "out of memory");
+        goto fail;
+    }
+    memcpy(c->kinds, kind_table, sizeof(kind_table));
+    c->n_kinds = N_KINDS;
+    kc_client_opts co = {.qps = 200, .burst = 400, .user_agent = "gpu-operator"};
+    if ((rc = kc_client_new(opts->config, &co, &c->api, err)) != KC_OK ||
+        (rc = kc_client_new(opts->config, &co, &c->watch, err)) != KC_OK)
+        goto fail;
+    kc_workqueue_opts qo = {.qps = -1, .base_delay_ms = 5, .max_delay_ms = 60000};
+    if ((rc = kc_workqueue_new(&qo, &c->q, err)) != KC_OK)
+        goto fail;
+    kc_event_recorder_opts eo = {.component = "gpu-operator", .default_namespace = c->ns};
+    if ((rc = kc_event_recorder_new(c->api, &eo, &c->events, err)) != KC_OK)
+        goto fail;
+    *out = c;
+    return KC_OK;
+fail:
+    op_controller_free(c);
+    return rc;
+}
+
+kc_code op_controller_run(op_controller *c, kc_err *err)
+{
+    kc_code rc;
+    uv_loop_init(&c->loop);
+    uv_async_init(&c->loop, &c->stop_async, on_stop);
+    uv_timer_init(&c->loop, &c->tick);
+    c->tick.data = c;
+    if ((rc = kc_client_attach_loop(c->watch, &c->loop, err)) != KC_OK)
+        goto out;
+    kc_informer_handlers ph = {on_policy, on_policy_upd, on_policy, c};
+    kc_informer_handlers nh = {on_node_add, on_node_upd, on_node_del, c};
+    kc_informer_handlers podh = {on_pod_add, on_pod_upd, on_pod_del, c};
+    kc_informer_handlers oh = {on_owned, on_owned_upd, on_owned, c};
+    kc_informer_opts no = {.transform = node_transform, .name = "nodes"};
+    kc_informer_opts owned = {.label_selector = OP_MANAGED_LABEL "=" OP_MANAGED_VALUE};
+    if ((rc = kc_informer_new(c->watch, &c->loop, &KC_RES_CLUSTERPOLICIES, NULL, &ph, NULL,
+                              &c->policies, err)) != KC_OK ||
+        (rc = kc_informer_new(c->watch, &c->loop, &KC_RES_NODES, NULL, &nh, &no, &c->nodes, err)) !=
+            KC_OK ||
+        (rc = kc_informer_new(c->watch, &c->loop, &KC_RES_PODS, c->ns, &podh, NULL, &c->pods,
+                              err)) != KC_OK)
+        goto out;
+    for (size_t i = 0; i < c->n_kinds; i++) {
+        op_kind *k = &c->kinds[i];
+        if (!served(c, &k->res)) {
+            kc_warn("kind not served by the API server; its objects are skipped", "kind=%s",
+                    k->kind);
+            continue;
+        }
+        if ((rc = kc_informer_new(c->watch, &c->loop, &k->res, k->res.namespaced ? c->ns : NULL,
+                                  &oh, &owned, &k->inf, err)) != KC_OK)
+            goto out;
+        if (!strcmp(k->kind, "DaemonSet"))
+            c->daemonsets = k->inf;
+        if ((rc = kc_informer_start(k->inf, err)) != KC_OK)
+            goto out;
+    }
+    if (!c->daemonsets) {
+        rc = kc_err_set(err, KC_EUNAVAILABLE, "the API server does not serve apps/v1 daemonsets");
+        goto out;
+    }
+    if ((rc = kc_informer_start(c->policies, err)) != KC_OK ||
+        (rc = kc_informer_start(c->nodes, err)) != KC_OK ||
+        (rc = kc_informer_start(c->pods, err)) != KC_OK)
+        goto out;
+    uv_timer_start(&c->tick, on_tick, 20, 50);
+    kc_info("operator started", "namespace=%s", c->ns);
+    uv_run(&c->loop, UV_RUN_DEFAULT);
+out:
+    kc_workqueue_shutdown(c->q);
+    if (c->workers_started)
+        for (int i = 0; i < c->n_workers; i++)
+            pthread_join(c->workers[i], NULL);
+    c->workers_started = false;
+    kc_informer_free(c->policies);
+    kc_informer_free(c->nodes);
+    kc_informer_free(c->pods);
+    for (size_t i = 0; i < c->n_kinds; i++)
+        kc_informer_free(c->kinds[i].inf);
+    c->policies = c->nodes = c->pods = c->daemonsets = NULL;
+    for (size_t i = 0; i < c->n_kinds; i++)
+        c->kinds[i].inf = NULL;
+    kc_client_detach_loop(c->watch);
+    uv_close((uv_handle_t *)&c->stop_async, NULL);
+    uv_close((uv_handle_t *)&c->tick, NULL);
+    uv_run(&c->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&c->loop);
+    return rc;
+}
+
+void op_controller_free(op_controller *c)
+{
+    if (!c)
+        return;
+    kc_event_recorder_free(c->events);
+    kc_workqueue_free(c->q);
+    kc_client_free(c->api);
+    kc_client_free(c->watch);
+    kc_map_free(c->results, free);
+    if (c->pods_by_node) {
+        size_t pos = 0;
+        void *v;
+        while (kc_map_next(c->pods_by_node, &pos, NULL, &v))
+            kc_map_free(v, NULL);
+        kc_map_free(c->pods_by_node, NULL);
+    }
+    json_decref(c->policy);
+    json_decref(c->last_spec);
+    json_decref(c->ds_by_state);
+    pthread_mutex_destroy(&c->mu);
+    free(c->kinds);
+    free(c->workers);
+    free(c->ns);
+    free(c);
+}

@@ -1,0 +1,84 @@
+/* op_controller_int: the controller's shared state, for op_controller.c and its reconcilers
+ * (op_apply.c, op_nodes.c, op_status.c). */
+#ifndef OP_CONTROLLER_INT_H
+#define OP_CONTROLLER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <uv.h>
+
+#include "kc_events.h"
+#include "kc_informer.h"
+#include "kc_map.h"
+#include "kc_rest.h"
+#include "kc_workqueue.h"
+#include "op_controller.h"
+#include "op_gate.h"
+
+#define OP_KEY_POLICY  "policy"
+#define OP_KEY_STATUS  "status"
+#define OP_NODE_PREFIX "node/"
+
+/* A kind the operator renders and therefore watches (label-selected on OP_MANAGED_LABEL). */
+typedef struct op_kind {
+    const char *api_version, *kind;
+    kc_resource res;
+    kc_informer *inf; /* NULL when the server does not serve the kind */
+} op_kind;
+
+/* What a node's last reconcile found. */
+typedef struct op_node_result {
+    op_node_phase phase;
+    int stage;
+    char reason[512];
+} op_node_result;
+
+struct op_controller {
+    op_controller_opts o;
+    char *ns;
+    kc_client *api, *watch;
+    uv_loop_t loop;
+    uv_async_t stop_async;
+    uv_timer_t tick;
+    kc_informer *policies, *nodes, *pods, *daemonsets;
+    op_kind *kinds;
+    size_t n_kinds;
+    kc_workqueue *q;
+    pthread_t *workers;
+    int n_workers;
+    bool workers_started;
+    atomic_bool synced;
+    kc_event_recorder *events;
+
+    pthread_mutex_t mu; /* guards everything below */
+    json_t *policy;     /* the active ClusterPolicy (as last reconciled), or NULL */
+    json_t *last_spec;  /* its spec at the last node fan-out */
+    char render_error[512];
+    json_t *ds_by_state;  /* state name → array of DaemonSet names rendered */
+    kc_map *results;      /* node name → op_node_result* */
+    kc_map *pods_by_node; /* node name → kc_map of pod keys */
+
+    /* metrics */
+    kc_series *m_gpu_nodes, *m_status, *m_reconciles, *m_failed, *m_last_success, *m_nfd;
+    kc_metric *m_state_nodes, *m_duration;
+};
+
+/* ---- op_apply.c: the policy reconciler ---- */
+/* Renders every state from the active policy, applies what changed, deletes what is no longer
+ * rendered, keeps the finalizer, and cleans up on deletion. Returns a requeue delay (ms) or -1. */
+long op_reconcile_policy(op_controller *c);
+/* The kind entry for an apiVersion/kind, or NULL. */
+op_kind *op_kind_find(op_controller *c, const char *api_version, const char *kind);
+
+/* ---- op_nodes.c: the node reconciler ---- */
+long op_reconcile_node(op_controller *c, const char *name);
+/* Pods of the operator's namespace on a node (new array of new references). */
+json_t *op_node_pods(op_controller *c, const char *node);
+
+/* ---- op_status.c: the status reconciler ---- */
+long op_reconcile_status(op_controller *c);
+
+/* A new reference to the active policy (NULL when none). */
+json_t *op_active_policy(op_controller *c);
+
+#endif

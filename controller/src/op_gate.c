@@ -1,0 +1,482 @@
+/* op_gate: per-node gating of the driver → toolkit → device plugin → MIG chain. */
+#include "op_gate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "op_render.h"
+
+static const char *const stage_names[OP_STAGE_COUNT] = {"driver", "container-toolkit",
+                                                        "device-plugin", "mig-manager"};
+static const char *const stage_labels[OP_STAGE_COUNT] = {
+    "nvidia.com/gpu.deploy.driver", "nvidia.com/gpu.deploy.container-toolkit",
+    "nvidia.com/gpu.deploy.device-plugin", "nvidia.com/gpu.deploy.mig-manager"};
+static const char *const stage_ds[OP_STAGE_COUNT] = {
+    "nvidia-driver-daemonset", "nvidia-container-toolkit-daemonset",
+    "nvidia-device-plugin-daemonset", "nvidia-mig-manager"};
+static const char *const stage_modes[OP_STAGE_COUNT] = {"driver", "toolkit", "plugin", "mig"};
+
+const char *const op_follower_labels[] = {
+    "nvidia.com/gpu.deploy.gpu-feature-discovery", "nvidia.com/gpu.deploy.dcgm",
+    "nvidia.com/gpu.deploy.dcgm-exporter",         "nvidia.com/gpu.deploy.operator-validator",
+    "nvidia.com/gpu.deploy.node-status-exporter",  NULL};
+
+const char *op_stage_name(op_stage s)
+{
+    return s < OP_STAGE_COUNT ? stage_names[s] : "done";
+}
+const char *op_stage_deploy_label(op_stage s)
+{
+    return s < OP_STAGE_COUNT ? stage_labels[s] : NULL;
+}
+const char *op_stage_daemonset(op_stage s)
+{
+    return s < OP_STAGE_COUNT ? stage_ds[s] : NULL;
+}
+const char *op_stage_mode(op_stage s)
+{
+    return s < OP_STAGE_COUNT ? stage_modes[s] : NULL;
+}
+
+const char *op_node_phase_name(op_node_phase p)
+{
+    static const char *const n[] = {"not-gpu",       "opted-out", "in-progress",
+                                    "reconfiguring", "failed",    "done"};
+    return p <= OP_NODE_DONE ? n[p] : "?";
+}
+
+static const char *str_at(const json_t *o, const char *a, const char *b)
+{
+    const json_t *v = json_object_get(o, a);
+    return json_string_value(b ? json_object_get(v, b) : v);
+}
+
+static const char *node_label(const json_t *node, const char *key)
+{
+    return json_string_value(
+        json_object_get(json_object_get(json_object_get(node, "metadata"), "labels"), key));
+}
+
+bool op_node_is_gpu(const json_t *node)
+{
+    static const char *const keys[] = {"feature.node.kubernetes.io/pci-10de.present",
+                                       "feature.node.kubernetes.io/pci-0302_10de.present",
+                                       "feature.node.kubernetes.io/pci-0300_10de.present"};
+    for (size_t i = 0; i < 3; i++) {
+        const char *v = node_label(node, keys[i]);
+        if (v && strcmp(v, "true") == 0)
+            return true;
+    }
+    return false;
+}
+
+bool op_pod_ready(const json_t *pod)
+{
+    if (!pod || json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp"))
+        return false;
+    const char *phase = str_at(pod, "status", "phase");
+    if (!phase || strcmp(phase, "Running") != 0)
+        return false;
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(json_object_get(pod, "status"), "conditions"), i, c)
+    {
+        const char *t = str_at(c, "type", NULL), *s = str_at(c, "status", NULL);
+        if (t && s && strcmp(t, "Ready") == 0)
+            return strcmp(s, "True") == 0;
+    }
+    return false;
+}
+
+void op_gate_out_clear(op_gate_out *out)
+{
+    json_decref(out->labels);
+    json_decref(out->create);
+    json_decref(out->remove);
+    memset(out, 0, sizeof(*out));
+}
+
+/* Sets label key to val (NULL removes) in the patch when it differs from the node's. */
+static void want_label(const json_t *node, json_t *patch, const char *key, const char *val)
+{
+    const char *cur = node_label(node, key);
+    if ((!cur && !val) || (cur && val && strcmp(cur, val) == 0))
+        return;
+    json_object_set_new(patch, key, val ? json_string(val) : json_null());
+}
+
+/* A deploy label the operator may turn "true": absent, "true" or "false" (never a pause another
+ * component wrote). */
+static bool ours(const char *cur)
+{
+    return !cur || strcmp(cur, "true") == 0 || strcmp(cur, "false") == 0;
+}
+
+static void deploy(const json_t *node, json_t *patch, const char *key, const char *val)
+{
+    if (ours(node_label(node, key)))
+        want_label(node, patch, key, val);
+}
+
+static uint64_t fnv1a(const char *a, const char *b, const char *c)
+{
+    uint64_t h = 1469598103934665603ull;
+    const char *parts[3] = {a, b, c};
+    for (int i = 0; i < 3; i++) {
+        for (const char *p = parts[i] ? parts[i] : ""; *p; p++) {
+            h ^= (unsigned char)*p;
+            h *= 1099511628211ull;
+        }
+        h ^= 0xff;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static long long rfc3339_ms(const char *s)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    if (!s || !strptime(s, "%Y-%m-%dT%H:%M:%S", &tm))
+        return -1;
+    return (long long)timegm(&tm) * 1000;
+}
+
+/* The allocatable count of a resource on the node (0 when absent). */
+static long allocatable(const json_t *node, const char *res)
+{
+    const json_t *v =
+        json_object_get(json_object_get(json_object_get(node, "status"), "allocatable"), res);
+    if (json_is_string(v))
+        return atol(json_string_value(v));
+    return json_is_integer(v) ? (long)json_integer_value(v) : 0;
+}
+
+/* The resource a device-plugin validation requests on this node, or NULL when none is offered. */
+static const char *plugin_resource(const json_t *node)
+{
+    if (allocatable(node, "nvidia.com/gpu") > 0)
+        return "nvidia.com/gpu";
+    if (allocatable(node, "nvidia.com/gpu.shared") > 0)
+        return "nvidia.com/gpu.shared";
+    const char *k;
+    const json_t *v;
+    json_object_foreach(json_object_get(json_object_get(node, "status"), "allocatable"), k,
+                        v) if (strncmp(k, "nvidia.com/mig-", 15) == 0 &&
+                               allocatable(node, k) > 0) return k;
+    return NULL;
+}
+
+/* The last meaningful line of a failed validation's output. */
+static void failure_reason(const json_t *pod, char *buf, size_t size)
+{
+    const json_t *cs =
+        json_array_get(json_object_get(json_object_get(pod, "status"), "containerStatuses"), 0);
+    const json_t *t = json_object_get(json_object_get(cs, "state"), "terminated");
+    const char *msg = str_at(t, "message", NULL);
+    snprintf(buf, size, "exit code %lld",
+             (long long)json_integer_value(json_object_get(t, "exitCode")));
+    if (!msg)
+        return;
+    const char *best = NULL;
+    size_t best_len = 0;
+    for (const char *line = msg; *line;) {
+        size_t len = strcspn(line, "\n");
+        if (len && strncmp(line, "Done", len) && strncmp(line, "Test FAILED", len)) {
+            best = line;
+            best_len = len;
+        }
+        line += len;
+        if (*line)
+            line++;
+    }
+    if (best)
+        snprintf(buf, size, "%.*s", (int)best_len, best);
+}
+
+static json_t *validation_pod(const op_gate_policy *pol, const json_t *node, op_stage s,
+                              const char *key, const char *res, int attempt)
+{
+    const char *nname = str_at(node, "metadata", "name");
+    static const char *const shorts[OP_STAGE_COUNT] = {"driver", "toolkit", "plugin", "mig"};
+    char name[96], hash[24], nodelabel[64], att[16];
+    snprintf(hash, sizeof(hash), "%010llx",
+             (unsigned long long)(fnv1a(nname, key, res) & 0xffffffffffull));
+    snprintf(name, sizeof(name), "nvidia-%s-validator-%s-%d", shorts[s], hash, attempt);
+    /* Label values are at most 63 characters. */
+    if (strlen(nname) <= 63)
+        snprintf(nodelabel, sizeof(nodelabel), "%s", nname);
+    else
+        snprintf(nodelabel, sizeof(nodelabel), "h-%016llx",
+                 (unsigned long long)fnv1a(nname, NULL, NULL));
+    snprintf(att, sizeof(att), "%d", attempt);
+    json_t *ctr = json_pack("{s:s, s:s, s:[s], s:[s, s], s:{s:b, s:b, s:{s:[s]}}}", "name",
+                            "validation", "image", pol->validator_image ? pol->validator_image : "",
+                            "command", "gpu-validator", "args", "--mode", stage_modes[s],
+                            "securityContext", "allowPrivilegeEscalation", 0,
+                            "readOnlyRootFilesystem", 1, "capabilities", "drop", "ALL");
+    if (res)
+        json_object_set_new(ctr, "resources", json_pack("{s:{s:s}}", "limits", res, "1"));
+    if (json_is_array(pol->validator_env[s]) && json_array_size(pol->validator_env[s]))
+        json_object_set_new(ctr, "env", json_deep_copy(pol->validator_env[s]));
+    json_t *pod = json_pack(
+        "{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s, s:s, s:s}, s:{s:s, s:s, s:s}}, "
+        "s:{s:s, s:s, s:[{s:s}], s:[o], s:b}}",
+        "apiVersion", "v1", "kind", "Pod", "metadata", "name", name, "namespace", pol->ns, "labels",
+        "app", "nvidia-cuda-validator", OP_VAL_STAGE_LABEL, stage_names[s], OP_VAL_NODE_LABEL,
+        nodelabel, OP_MANAGED_LABEL, OP_MANAGED_VALUE, "annotations", OP_VAL_KEY_ANN, key,
+        "nvidia.com/gpu-operator.attempt", att, "nvidia.com/gpu-operator.resource", res ? res : "",
+        "spec", "nodeName", nname, "restartPolicy", "Never", "tolerations", "operator", "Exists",
+        "containers", ctr, "automountServiceAccountToken", 0);
+    if (!pod)
+        return NULL;
+    if (pol->owner)
+        json_object_set_new(json_object_get(pod, "metadata"), "ownerReferences",
+                            json_pack("[O]", pol->owner));
+    if (s != OP_STAGE_DRIVER && pol->runtime_class && *pol->runtime_class)
+        json_object_set_new(json_object_get(pod, "spec"), "runtimeClassName",
+                            json_string(pol->runtime_class));
+    return pod;
+}
+
+/* Evaluates one stage's validation: the pods wanted (one per resource in res[], or one without a
+ * resource when n_res == 0) keyed by key. Returns 1 when all Succeeded, 0 in progress, -1 failed
+ * (reason set). */
+static int validate(const op_gate_policy *pol, const op_gate_in *in, op_stage s, const char *key,
+                    const char *const *res, int n_res, op_gate_out *out)
+{
+    const op_gate_stage_in *si = &in->stage[s];
+    const json_t *node = in->node;
+    int n_want = n_res > 0 ? n_res : 1;
+    int all_ok = 1;
+    /* Pods of another key (an older operand pod or MIG layout) are out of date. */
+    bool keep[8] = {false};
+    for (int w = 0; w < n_want; w++) {
+        const char *r = n_res > 0 ? res[w] : "";
+        const json_t *latest = NULL;
+        int latest_att = -1, li = -1;
+        for (int p = 0; p < si->n_val && p < 8; p++) {
+            const json_t *ann =
+                json_object_get(json_object_get(si->val_pods[p], "metadata"), "annotations");
+            const char *k = str_at(ann, OP_VAL_KEY_ANN, NULL);
+            const char *pr = str_at(ann, "nvidia.com/gpu-operator.resource", NULL);
+            const char *as = str_at(ann, "nvidia.com/gpu-operator.attempt", NULL);
+            if (!k || strcmp(k, key) || strcmp(pr ? pr : "", r))
+                continue;
+            int a = as ? atoi(as) : 0;
+            if (a > latest_att) {
+                latest_att = a;
+                latest = si->val_pods[p];
+                li = p;
+            }
+        }
+        if (li >= 0)
+            keep[li] = true;
+        const char *phase = latest ? str_at(latest, "status", "phase") : NULL;
+        if (!latest) {
+            json_array_append_new(out->create,
+                                  validation_pod(pol, node, s, key, n_res ? r : NULL, 0));
+            all_ok = all_ok > 0 ? 0 : all_ok;
+            snprintf(out->reason, sizeof(out->reason), "validating %s", stage_names[s]);
+        } else if (phase && strcmp(phase, "Succeeded") == 0) {
+            continue;
+        } else if (phase && strcmp(phase, "Failed") == 0) {
+            char why[400];
+            failure_reason(latest, why, sizeof(why));
+            snprintf(out->reason, sizeof(out->reason), "%s validation failed%s%s: %s",
+                     stage_names[s], n_res ? " for " : "", n_res ? r : "", why);
+            all_ok = -1;
+            /* Retry after a backoff doubling per attempt. */
+            long base = pol->backoff_base_ms > 0 ? pol->backoff_base_ms : 5000;
+            long cap = pol->backoff_max_ms > 0 ? pol->backoff_max_ms : 300000;
+            long delay = base;
+            for (int a = 0; a < latest_att && delay < cap; a++)
+                delay *= 2;
+            if (delay > cap)
+                delay = cap;
+            const json_t *cs = json_array_get(
+                json_object_get(json_object_get(latest, "status"), "containerStatuses"), 0);
+            long long fin = rfc3339_ms(str_at(
+                json_object_get(json_object_get(cs, "state"), "terminated"), "finishedAt", NULL));
+            long long due = (fin > 0 ? fin : (long long)in->now_ms) + delay;
+            if ((long long)in->now_ms >= due) {
+                json_array_append_new(
+                    out->create,
+                    validation_pod(pol, node, s, key, n_res ? r : NULL, latest_att + 1));
+            } else {
+                long wait = (long)(due - (long long)in->now_ms);
+                if (out->requeue_ms < 0 || wait < out->requeue_ms)
+                    out->requeue_ms = wait;
+            }
+        } else {
+            if (all_ok > 0)
+                all_ok = 0;
+            snprintf(out->reason, sizeof(out->reason), "validating %s (pod %s)", stage_names[s],
+                     str_at(latest, "metadata", "name"));
+        }
+    }
+    /* Delete what is no longer wanted: other keys, and superseded attempts once a newer one is
+     * being created or exists. */
+    for (int p = 0; p < si->n_val && p < 8; p++) {
+        if (keep[p])
+            continue;
+        json_array_append_new(out->remove,
+                              json_string(str_at(si->val_pods[p], "metadata", "name")));
+    }
+    return all_ok;
+}
+
+kc_code op_gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gate_out *out, kc_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    out->labels = json_object();
+    out->create = json_array();
+    out->remove = json_array();
+    out->requeue_ms = -1;
+    out->stage = -1;
+    if (!out->labels || !out->create || !out->remove) {
+        op_gate_out_clear(out);
+        return kc_err_set(err, KC_ENOMEM, "out of memory");
+    }
+    const json_t *node = in->node;
+    if (!op_node_is_gpu(node)) {
+        out->phase = OP_NODE_NOT_GPU;
+        /* A node that lost its GPU labels keeps nothing of ours. */
+        if (node_label(node, "nvidia.com/gpu.present"))
+            want_label(node, out->labels, "nvidia.com/gpu.present", "false");
+        for (int s = 0; s < OP_STAGE_COUNT; s++)
+            if (node_label(node, stage_labels[s]) && ours(node_label(node, stage_labels[s])))
+                want_label(node, out->labels, stage_labels[s], NULL);
+        for (int i = 0; op_follower_labels[i]; i++)
+            if (ours(node_label(node, op_follower_labels[i])))
+                want_label(node, out->labels, op_follower_labels[i], NULL);
+        return KC_OK;
+    }
+    want_label(node, out->labels, "nvidia.com/gpu.present", "true");
+    const char *optout = node_label(node, "nvidia.com/gpu.deploy.operands");
+    if (optout && strcmp(optout, "false") == 0) {
+        out->phase = OP_NODE_OPTED_OUT;
+        for (int s = 0; s < OP_STAGE_COUNT; s++)
+            deploy(node, out->labels, stage_labels[s],
+                   node_label(node, stage_labels[s]) ? "false" : NULL);
+        for (int i = 0; op_follower_labels[i]; i++)
+            deploy(node, out->labels, op_follower_labels[i],
+                   node_label(node, op_follower_labels[i]) ? "false" : NULL);
+        snprintf(out->reason, sizeof(out->reason),
+                 "opted out (nvidia.com/gpu.deploy.operands=false)");
+        return KC_OK;
+    }
+    bool mig_capable = (node_label(node, "nvidia.com/mig.capable") &&
+                        strcmp(node_label(node, "nvidia.com/mig.capable"), "true") == 0);
+    if (mig_capable && pol->enabled[OP_STAGE_MIG] && pol->mig_default && *pol->mig_default &&
+        !node_label(node, "nvidia.com/mig.config"))
+        want_label(node, out->labels, "nvidia.com/mig.config", pol->mig_default);
+
+    bool prev_done = true, followers_ok = false;
+    out->phase = OP_NODE_IN_PROGRESS;
+    for (int s = 0; s < OP_STAGE_COUNT; s++) {
+        bool on = pol->enabled[s] && (s != OP_STAGE_MIG || mig_capable);
+        if (!on)
+            continue;
+        if (!prev_done)
+            break;
+        out->stage = s;
+        const char *cur = node_label(node, stage_labels[s]);
+        if (!ours(cur)) {
+            out->phase =
+                strcmp(cur, OP_PAUSED_MIG) == 0 ? OP_NODE_RECONFIGURING : OP_NODE_IN_PROGRESS;
+            snprintf(out->reason, sizeof(out->reason), "%s=%s", stage_labels[s], cur);
+            prev_done = false;
+            break;
+        }
+        deploy(node, out->labels, stage_labels[s], "true");
+        const json_t *pod = in->stage[s].operand_pod;
+        if (!op_pod_ready(pod)) {
+            snprintf(out->reason, sizeof(out->reason), "waiting for %s to be Ready on the node%s",
+                     stage_ds[s], pod ? "" : " (no pod yet)");
+            prev_done = false;
+            break;
+        }
+        char key[256];
+        const char *uid = str_at(pod, "metadata", "uid");
+        int r;
+        if (s == OP_STAGE_MIG) {
+            const char *cfg = node_label(node, "nvidia.com/mig.config");
+            const char *st = node_label(node, "nvidia.com/mig.config.state");
+            if (st && (!strcmp(st, "pending") || !strcmp(st, "rebooting"))) {
+                out->phase = OP_NODE_RECONFIGURING;
+                snprintf(out->reason, sizeof(out->reason), "MIG reconfiguration to %s: %s",
+                         cfg ? cfg : "?", st);
+                prev_done = false;
+                break;
+            }
+            if (st && !strcmp(st, "failed")) {
+                out->phase = OP_NODE_FAILED;
+                snprintf(out->reason, sizeof(out->reason),
+                         "MIG config %s failed (nvidia.com/mig.config.state=failed)",
+                         cfg ? cfg : "?");
+                prev_done = false;
+                break;
+            }
+            if (!st || strcmp(st, "success")) {
+                snprintf(out->reason, sizeof(out->reason),
+                         "waiting for the MIG manager to apply %s", cfg ? cfg : "a config");
+                prev_done = false;
+                break;
+            }
+            /* One validation per MIG resource the node advertises. */
+            const char *res[8];
+            int n_res = 0;
+            const char *k;
+            const json_t *v;
+            json_object_foreach(json_object_get(json_object_get(node, "status"), "allocatable"), k,
+                                v) if (strncmp(k, "nvidia.com/mig-", 15) == 0 &&
+                                       allocatable(node, k) > 0 && n_res < 8) res[n_res++] = k;
+            if (n_res == 0)
+                continue; /* MIG disabled everywhere: the plugin validation covers the GPUs */
+            snprintf(key, sizeof(key), "%s/%s", uid ? uid : "", cfg ? cfg : "");
+            r = validate(pol, in, s, key, res, n_res, out);
+        } else if (s == OP_STAGE_PLUGIN) {
+            const char *res = plugin_resource(node);
+            if (!res) {
+                snprintf(out->reason, sizeof(out->reason),
+                         "waiting for the device plugin to advertise GPUs (no nvidia.com/gpu or "
+                         "nvidia.com/mig-* allocatable)");
+                prev_done = false;
+                break;
+            }
+            char count[32];
+            snprintf(count, sizeof(count), "%ld", allocatable(node, res));
+            snprintf(key, sizeof(key), "%s/%s=%s", uid ? uid : "", res, count);
+            const char *one[1] = {res};
+            r = validate(pol, in, s, key, one, 1, out);
+        } else {
+            snprintf(key, sizeof(key), "%s", uid ? uid : "");
+            r = validate(pol, in, s, key, NULL, 0, out);
+        }
+        if (r < 0) {
+            out->phase = OP_NODE_FAILED;
+            prev_done = false;
+            break;
+        }
+        if (r == 0) {
+            prev_done = false;
+            break;
+        }
+        if (s == OP_STAGE_TOOLKIT || (s == OP_STAGE_DRIVER && !pol->enabled[OP_STAGE_TOOLKIT]))
+            followers_ok = true;
+    }
+    if (!pol->enabled[OP_STAGE_DRIVER] && !pol->enabled[OP_STAGE_TOOLKIT])
+        followers_ok = true;
+    if (followers_ok && pol->followers_enabled)
+        for (int i = 0; op_follower_labels[i]; i++)
+            deploy(node, out->labels, op_follower_labels[i], "true");
+    if (prev_done) {
+        out->phase = OP_NODE_DONE;
+        out->stage = OP_STAGE_COUNT;
+        out->reason[0] = '\0';
+    }
+    return KC_OK;
+}

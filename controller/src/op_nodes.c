@@ -1,0 +1,177 @@
+/* op_nodes: the node reconciler: gathers a node's operand and validation pods from the caches,
+ * lets op_gate decide, and writes the label patch, the validation pods and Events. */
+#include "op_controller_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "kc_log.h"
+#include "op_policy.h"
+
+static const char *str_at(const json_t *o, const char *a, const char *b)
+{
+    const json_t *v = json_object_get(o, a);
+    return json_string_value(b ? json_object_get(v, b) : v);
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (uint64_t)tv.tv_sec * 1000u + (uint64_t)tv.tv_usec / 1000u;
+}
+
+/* Records the node's result; returns the previous one (or a zero result) in *prev. */
+static void set_result(op_controller *c, const char *name, const op_gate_out *out,
+                       op_node_result *prev)
+{
+    memset(prev, 0, sizeof(*prev));
+    prev->stage = -2;
+    pthread_mutex_lock(&c->mu);
+    op_node_result *r = kc_map_get(c->results, name);
+    if (r)
+        *prev = *r;
+    else if ((r = calloc(1, sizeof(*r))) && kc_map_put(c->results, name, r, NULL) != KC_OK) {
+        free(r);
+        r = NULL;
+    }
+    if (r) {
+        r->phase = out->phase;
+        r->stage = out->stage;
+        snprintf(r->reason, sizeof(r->reason), "%s", out->reason);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void drop_result(op_controller *c, const char *name)
+{
+    pthread_mutex_lock(&c->mu);
+    free(kc_map_remove(c->results, name));
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Events for the transitions a user cares about, on the Node. */
+static void node_events(op_controller *c, const json_t *node, const op_node_result *prev,
+                        const op_gate_out *out)
+{
+    if (prev->phase == out->phase && prev->stage == out->stage &&
+        (out->phase != OP_NODE_FAILED || !strcmp(prev->reason, out->reason)))
+        return;
+    const char *name = str_at(node, "metadata", "name");
+    switch (out->phase) {
+    case OP_NODE_DONE:
+        kc_event_record(c->events, node, "Normal", "GPUNodeReady",
+                        "every GPU operand is validated on this node");
+        kc_info("node ready", "node=%s", name);
+        break;
+    case OP_NODE_FAILED:
+        kc_event_record(c->events, node, "Warning", "ValidationFailed", "%s", out->reason);
+        kc_warn("node failed", "node=%s stage=%s reason=\"%s\"", name,
+                op_stage_name((op_stage)out->stage), out->reason);
+        break;
+    case OP_NODE_RECONFIGURING:
+        if (prev->phase != OP_NODE_RECONFIGURING)
+            kc_event_record(c->events, node, "Normal", "MIGReconfiguring", "%s", out->reason);
+        break;
+    case OP_NODE_IN_PROGRESS:
+        if (out->stage >= 0 && out->stage != prev->stage) {
+            kc_event_record(c->events, node, "Normal", "StateEntered", "entered state %s",
+                            op_stage_name((op_stage)out->stage));
+            kc_info("node entered state", "node=%s stage=%s", name,
+                    op_stage_name((op_stage)out->stage));
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+long op_reconcile_node(op_controller *c, const char *name)
+{
+    json_t *node = kc_informer_get(c->nodes, NULL, name);
+    if (!node) {
+        drop_result(c, name);
+        kc_workqueue_add_after(c->q, OP_KEY_STATUS, 200);
+        return -1;
+    }
+    json_t *policy = op_active_policy(c);
+    long again = -1;
+    json_t *pods = NULL, *owner = NULL;
+    char *vimg = NULL;
+    op_gate_out out = {0};
+    if (!policy)
+        goto done;
+    owner = op_policy_owner_ref(policy);
+    op_gate_policy gp;
+    kc_err err;
+    if (op_policy_gate(policy, c->ns, owner, &gp, &vimg, &err) != KC_OK)
+        goto done; /* the policy reconciler reports the spec error */
+    gp.backoff_base_ms = c->o.validation_backoff_ms;
+    pods = op_node_pods(c, name);
+    op_gate_in in = {.node = node, .now_ms = wall_ms()};
+    size_t i;
+    const json_t *p;
+    json_array_foreach(pods, i, p)
+    {
+        const json_t *labels = json_object_get(json_object_get(p, "metadata"), "labels");
+        const char *app = str_at(labels, "app", NULL);
+        const char *vst = str_at(labels, OP_VAL_STAGE_LABEL, NULL);
+        for (int s = 0; s < OP_STAGE_COUNT; s++) {
+            if (vst && !strcmp(vst, op_stage_name((op_stage)s)) && in.stage[s].n_val < 8)
+                in.stage[s].val_pods[in.stage[s].n_val++] = p;
+            /* The operand pod: prefer a Ready one over a terminating or starting one. */
+            if (app && !strcmp(app, op_stage_daemonset((op_stage)s)) &&
+                (!in.stage[s].operand_pod || op_pod_ready(p)))
+                in.stage[s].operand_pod = p;
+        }
+    }
+    if (op_gate_node(&gp, &in, &out, &err) != KC_OK) {
+        again = 1000;
+        goto done;
+    }
+    if (json_object_size(out.labels) > 0) {
+        json_t *patch = json_pack("{s:{s:O}}", "metadata", "labels", out.labels);
+        if (kc_patch(c->api, &KC_RES_NODES, NULL, name, KC_PATCH_MERGE, patch, NULL, NULL, &err) !=
+            KC_OK) {
+            kc_warn("cannot label node", "node=%s err=\"%s\"", name, err.msg);
+            again = 1000;
+        }
+        json_decref(patch);
+    }
+    json_array_foreach(out.remove, i, p)
+    {
+        kc_code rc = kc_delete(c->api, &KC_RES_PODS, c->ns, json_string_value(p),
+                               KC_PROPAGATE_BACKGROUND, NULL, &err);
+        if (rc != KC_OK && rc != KC_ENOTFOUND)
+            kc_warn("cannot delete a validation pod", "pod=%s err=\"%s\"", json_string_value(p),
+                    err.msg);
+    }
+    json_array_foreach(out.create, i, p)
+    {
+        kc_code rc = kc_create(c->api, &KC_RES_PODS, c->ns, p, NULL, &err);
+        if (rc == KC_OK)
+            kc_info("validation pod created", "node=%s pod=%s", name,
+                    str_at(p, "metadata", "name"));
+        else if (rc != KC_EALREADYEXISTS) {
+            kc_warn("cannot create a validation pod", "node=%s err=\"%s\"", name, err.msg);
+            again = 2000;
+        }
+    }
+    if (out.requeue_ms >= 0 && (again < 0 || out.requeue_ms < again))
+        again = out.requeue_ms;
+    op_node_result prev;
+    set_result(c, name, &out, &prev);
+    node_events(c, node, &prev, &out);
+    if (prev.phase != out.phase || prev.stage != out.stage || strcmp(prev.reason, out.reason))
+        kc_workqueue_add_after(c->q, OP_KEY_STATUS, 100);
+done:
+    op_gate_out_clear(&out);
+    free(vimg);
+    json_decref(pods);
+    json_decref(owner);
+    json_decref(policy);
+    json_decref(node);
+    return again;
+}

@@ -1,0 +1,32 @@
+/* op_policy: which ClusterPolicy is active, and what its spec asks of node gating. */
+#ifndef OP_POLICY_H
+#define OP_POLICY_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "kc_error.h"
+#include "op_gate.h"
+
+/* The validator image when the spec names none. */
+#define OP_DEFAULT_VALIDATOR_IMAGE "ghcr.io/gpu-operator/gpu-operator-validator:v0.1.0"
+/* The finalizer the operator keeps on the active ClusterPolicy. */
+#define OP_FINALIZER "nvidia.com/gpu-operator"
+
+/* The active policy among `items` (an array of ClusterPolicy objects): the oldest by
+ * creationTimestamp, the name breaking ties; NULL when the array is empty. Borrowed. */
+const json_t *op_policy_active(const json_t *items);
+
+/* A component section's `enabled` (def when absent or not a boolean). */
+bool op_spec_enabled(const json_t *spec, const char *section, bool def);
+
+/* Fills the gating policy from the active ClusterPolicy object. Strings point into obj or are
+ * static; *validator_image_out is malloc'd (caller frees) and gate->validator_image points to it.
+ * KC_EINVALID naming the field when the spec cannot be used (a malformed validator image). */
+kc_code op_policy_gate(const json_t *obj, const char *ns, const json_t *owner, op_gate_policy *gate,
+                       char **validator_image_out, kc_err *err);
+
+/* The ownerReference to a ClusterPolicy object (new). */
+json_t *op_policy_owner_ref(const json_t *obj);
+
+#endif

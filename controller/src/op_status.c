@@ -1,0 +1,330 @@
+/* op_status: the ClusterPolicy status (state, conditions, per-state and per-node progress with
+ * the first nodes behind and why), its Events, and the gpu_operator_* metrics. Written only when
+ * something a user can see changed. */
+#include "op_controller_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kc_log.h"
+
+#define MAX_BEHIND 10
+
+static const char *str_at(const json_t *o, const char *a, const char *b)
+{
+    const json_t *v = json_object_get(o, a);
+    return json_string_value(b ? json_object_get(v, b) : v);
+}
+
+static long long num(const json_t *o, const char *k)
+{
+    return json_integer_value(json_object_get(o, k));
+}
+
+/* NVIDIA's readiness rule for a DaemonSet. */
+static bool ds_ready(const json_t *ds, char *why, size_t size)
+{
+    if (!ds) {
+        snprintf(why, size, "not created yet");
+        return false;
+    }
+    const json_t *st = json_object_get(ds, "status");
+    long long desired = num(st, "desiredNumberScheduled");
+    if (desired == 0)
+        return true;
+    long long gen = num(json_object_get(ds, "metadata"), "generation");
+    if (num(st, "numberUnavailable") == 0 && num(st, "observedGeneration") >= gen &&
+        num(st, "updatedNumberScheduled") == desired && num(st, "numberAvailable") == desired)
+        return true;
+    snprintf(why, size, "%lld of %lld pods available", num(st, "numberAvailable"), desired);
+    return false;
+}
+
+static json_t *condition(const char *type, bool ok, const char *reason, const char *msg,
+                         const json_t *old_conds, const char *now)
+{
+    const char *status = ok ? "True" : "False";
+    const char *ltt = now;
+    size_t i;
+    const json_t *c;
+    json_array_foreach(old_conds, i, c)
+    {
+        const char *t = str_at(c, "type", NULL), *s = str_at(c, "status", NULL);
+        if (t && s && !strcmp(t, type) && !strcmp(s, status) &&
+            str_at(c, "lastTransitionTime", NULL))
+            ltt = str_at(c, "lastTransitionTime", NULL);
+    }
+    return json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", type, "status", status, "reason", reason,
+                     "message", msg, "lastTransitionTime", ltt);
+}
+
+/* A status without timestamps, to compare what a user would see. */
+static json_t *comparable(const json_t *status)
+{
+    json_t *s = json_deep_copy(status);
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(s, "conditions"), i, c)
+        json_object_del(c, "lastTransitionTime");
+    return s;
+}
+
+typedef struct agg {
+    long gpu, done, in_progress, reconfiguring, failed, opted_out, mig_failed;
+    long at_stage[OP_STAGE_COUNT], failed_at[OP_STAGE_COUNT];
+    json_t *behind; /* [{node, state, phase, reason}] */
+} agg;
+
+static void aggregate(op_controller *c, agg *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->behind = json_array();
+    json_t *failed = json_array(), *others = json_array();
+    pthread_mutex_lock(&c->mu);
+    size_t pos = 0;
+    const char *name;
+    void *v;
+    while (kc_map_next(c->results, &pos, &name, &v)) {
+        const op_node_result *r = v;
+        if (r->phase == OP_NODE_NOT_GPU)
+            continue;
+        if (r->phase == OP_NODE_OPTED_OUT) {
+            a->opted_out++;
+            continue;
+        }
+        a->gpu++;
+        if (r->stage >= 0 && r->stage < OP_STAGE_COUNT)
+            a->at_stage[r->stage]++;
+        switch (r->phase) {
+        case OP_NODE_DONE:
+            a->done++;
+            break;
+        case OP_NODE_RECONFIGURING:
+            a->reconfiguring++;
+            break;
+        case OP_NODE_FAILED:
+            a->failed++;
+            if (r->stage >= 0 && r->stage < OP_STAGE_COUNT)
+                a->failed_at[r->stage]++;
+            if (r->stage == OP_STAGE_MIG)
+                a->mig_failed++;
+            break;
+        default:
+            a->in_progress++;
+            break;
+        }
+        if (r->phase != OP_NODE_DONE) {
+            json_t *dst = r->phase == OP_NODE_FAILED ? failed : others;
+            if (json_array_size(dst) < MAX_BEHIND)
+                json_array_append_new(dst,
+                                      json_pack("{s:s, s:s, s:s, s:s}", "node", name, "state",
+                                                op_stage_name((op_stage)r->stage), "phase",
+                                                op_node_phase_name(r->phase), "reason", r->reason));
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    size_t i;
+    json_t *e;
+    json_array_foreach(failed, i, e) if (json_array_size(a->behind) < MAX_BEHIND)
+        json_array_append(a->behind, e);
+    json_array_foreach(others, i, e) if (json_array_size(a->behind) < MAX_BEHIND)
+        json_array_append(a->behind, e);
+    json_decref(failed);
+    json_decref(others);
+}
+
+static void metrics(op_controller *c, const agg *a, int status_code, bool has_nfd)
+{
+    if (!c->o.metrics)
+        return;
+    if (!c->m_gpu_nodes) {
+        kc_metric *m;
+        static const char *const state_labels[] = {"state", "phase", NULL};
+        if (kc_metrics_gauge(c->o.metrics, "gpu_operator_gpu_nodes_total",
+                             "GPU nodes in the cluster", NULL, &m, NULL) == KC_OK)
+            c->m_gpu_nodes = kc_metric_with(m, NULL);
+        if (kc_metrics_gauge(c->o.metrics, "gpu_operator_reconciliation_status",
+                             "1 ready, 0 not ready, -1 no ClusterPolicy, -2 error", NULL, &m,
+                             NULL) == KC_OK)
+            c->m_status = kc_metric_with(m, NULL);
+        if (kc_metrics_counter(c->o.metrics, "gpu_operator_reconciliation_total",
+                               "status reconciliations", NULL, &m, NULL) == KC_OK)
+            c->m_reconciles = kc_metric_with(m, NULL);
+        if (kc_metrics_counter(c->o.metrics, "gpu_operator_reconciliation_failed_total",
+                               "reconciliations that found an error", NULL, &m, NULL) == KC_OK)
+            c->m_failed = kc_metric_with(m, NULL);
+        if (kc_metrics_gauge(c->o.metrics, "gpu_operator_reconciliation_last_success_ts_seconds",
+                             "time of the last reconciliation that found the cluster ready", NULL,
+                             &m, NULL) == KC_OK)
+            c->m_last_success = kc_metric_with(m, NULL);
+        if (kc_metrics_gauge(c->o.metrics, "gpu_operator_reconciliation_has_nfd_labels",
+                             "1 when some node carries NFD's NVIDIA PCI label", NULL, &m,
+                             NULL) == KC_OK)
+            c->m_nfd = kc_metric_with(m, NULL);
+        kc_metrics_gauge(c->o.metrics, "gpu_operator_state_nodes",
+                         "GPU nodes per gated state and phase", state_labels, &c->m_state_nodes,
+                         NULL);
+    }
+    if (c->m_gpu_nodes)
+        kc_gauge_set(c->m_gpu_nodes, (double)a->gpu);
+    if (c->m_status)
+        kc_gauge_set(c->m_status, status_code);
+    if (c->m_reconciles)
+        kc_counter_inc(c->m_reconciles);
+    if (status_code == -2 && c->m_failed)
+        kc_counter_inc(c->m_failed);
+    if (status_code == 1 && c->m_last_success)
+        kc_gauge_set_to_now(c->m_last_success);
+    if (c->m_nfd)
+        kc_gauge_set(c->m_nfd, has_nfd ? 1 : 0);
+    for (int s = 0; c->m_state_nodes && s < OP_STAGE_COUNT; s++) {
+        const char *v1[] = {op_stage_name((op_stage)s), "at", NULL};
+        const char *v2[] = {op_stage_name((op_stage)s), "failed", NULL};
+        kc_series *x = kc_metric_with(c->m_state_nodes, v1),
+                  *y = kc_metric_with(c->m_state_nodes, v2);
+        if (x)
+            kc_gauge_set(x, (double)a->at_stage[s]);
+        if (y)
+            kc_gauge_set(y, (double)a->failed_at[s]);
+    }
+}
+
+long op_reconcile_status(op_controller *c)
+{
+    json_t *all = kc_informer_list(c->policies);
+    json_t *policy = op_active_policy(c);
+    json_t *live = NULL, *ds_by_state = NULL;
+    long again = -1;
+    agg a;
+    aggregate(c, &a);
+    if (!policy) {
+        metrics(c, &a, -1, false);
+        goto out;
+    }
+    live = kc_informer_get(c->policies, NULL, str_at(policy, "metadata", "name"));
+    if (!live || json_object_get(json_object_get(live, "metadata"), "deletionTimestamp"))
+        goto out;
+    char render_error[512];
+    pthread_mutex_lock(&c->mu);
+    snprintf(render_error, sizeof(render_error), "%s", c->render_error);
+    ds_by_state = json_incref(c->ds_by_state);
+    pthread_mutex_unlock(&c->mu);
+
+    char now[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    const json_t *old = json_object_get(live, "status");
+    const json_t *old_conds = json_object_get(old, "conditions");
+    json_t *conds = json_array();
+    json_t *states = json_array();
+    char not_ready[1024] = "";
+    size_t nr = 0;
+    const char *st;
+    json_t *dsn;
+    json_object_foreach(ds_by_state, st, dsn)
+    {
+        if (json_array_size(dsn) == 0)
+            continue;
+        bool ok = true;
+        char why[256] = "";
+        size_t i;
+        json_t *d;
+        json_array_foreach(dsn, i, d)
+        {
+            json_t *ds = kc_informer_get(c->daemonsets, c->ns, json_string_value(d));
+            char w[200];
+            if (!ds_ready(ds, w, sizeof(w))) {
+                ok = false;
+                snprintf(why, sizeof(why), "DaemonSet %s: %s", json_string_value(d), w);
+            }
+            json_decref(ds);
+        }
+        json_array_append_new(states, json_pack("{s:s, s:b, s:s}", "name", st, "ready", ok,
+                                                "message", ok ? "" : why));
+        json_array_append_new(conds, condition(st, ok, ok ? "Ready" : "OperandNotReady",
+                                               ok ? "operands ready" : why, old_conds, now));
+        if (!ok) {
+            size_t l = strlen(not_ready);
+            snprintf(not_ready + l, sizeof(not_ready) - l, "%s%s", nr++ ? ", " : "", st);
+        }
+    }
+    bool nodes_ok =
+        a.gpu > 0 && a.in_progress == 0 && a.reconfiguring == 0 && a.failed == a.mig_failed;
+    bool ready = !render_error[0] && nodes_ok && nr == 0;
+    const char *reason;
+    char msg[2048];
+    if (render_error[0]) {
+        reason = "ReconcileFailed";
+        snprintf(msg, sizeof(msg), "the spec cannot be applied: %s", render_error);
+    } else if (a.gpu == 0) {
+        reason = "NoGPUNodes";
+        snprintf(msg, sizeof(msg),
+                 "no GPU node found: no node has feature.node.kubernetes.io/pci-10de.present=true "
+                 "(is node-feature-discovery running?)");
+    } else if (!ready) {
+        reason = "OperandNotReady";
+        size_t l = (size_t)snprintf(
+            msg, sizeof(msg), "ClusterPolicy is not ready; states not ready: [%s]", not_ready);
+        size_t i;
+        json_t *b;
+        json_array_foreach(a.behind, i, b)
+        {
+            if (l >= sizeof(msg))
+                break;
+            l += (size_t)snprintf(msg + l, sizeof(msg) - l, "%s%s (%s: %s)",
+                                  i ? ", " : "; nodes behind: ", str_at(b, "node", NULL),
+                                  str_at(b, "state", NULL), str_at(b, "reason", NULL));
+        }
+    } else {
+        reason = "Reconciled";
+        snprintf(msg, sizeof(msg), "ClusterPolicy is ready: %ld GPU nodes validated%s", a.done,
+                 a.mig_failed ? " (some MIG reconfigurations failed: see status.behind)" : "");
+    }
+    json_array_insert_new(conds, 0, condition("Ready", ready, reason, msg, old_conds, now));
+    json_array_insert_new(conds, 1,
+                          condition("Error", render_error[0] != 0,
+                                    render_error[0] ? "ReconcileFailed" : "NoError",
+                                    render_error[0] ? msg : "", old_conds, now));
+    json_t *status = json_pack(
+        "{s:s, s:s, s:I, s:o, s:{s:i, s:i, s:i, s:i, s:i, s:i}, s:o, s:O}", "state",
+        ready ? "ready" : "notReady", "namespace", c->ns, "observedGeneration",
+        (json_int_t)num(json_object_get(live, "metadata"), "generation"), "conditions", conds,
+        "nodes", "gpu", (int)a.gpu, "ready", (int)a.done, "inProgress", (int)a.in_progress,
+        "reconfiguring", (int)a.reconfiguring, "failed", (int)a.failed, "optedOut",
+        (int)a.opted_out, "states", states, "behind", a.behind);
+    json_t *x = comparable(status), *y = comparable(old);
+    bool same = json_equal(x, y);
+    json_decref(x);
+    json_decref(y);
+    if (!same) {
+        const char *old_state = str_at(old, "state", NULL);
+        json_t *upd = json_deep_copy(live);
+        json_object_set(upd, "status", status);
+        kc_err err;
+        kc_code rc = kc_update_status(c->api, &KC_RES_CLUSTERPOLICIES, NULL, upd, NULL, &err);
+        json_decref(upd);
+        if (rc == KC_ECONFLICT) {
+            again = 100;
+        } else if (rc != KC_OK) {
+            kc_warn("cannot write the ClusterPolicy status", "err=\"%s\"", err.msg);
+            again = 1000;
+        } else if (!old_state || strcmp(old_state, ready ? "ready" : "notReady")) {
+            kc_info(ready ? "ClusterPolicy ready" : "ClusterPolicy not ready", "reason=%s", reason);
+            kc_event_record(c->events, live, ready ? "Normal" : "Warning", ready ? "Ready" : reason,
+                            "%s", msg);
+        }
+    }
+    json_decref(status);
+    metrics(c, &a, render_error[0] ? -2 : ready ? 1 : 0, a.gpu > 0);
+out:
+    json_decref(a.behind);
+    json_decref(ds_by_state);
+    json_decref(live);
+    json_decref(policy);
+    json_decref(all);
+    return again;
+}

@@ -1,0 +1,256 @@
+/* Tests for op_gate: per-node gating decisions (labels, validation pods, phases). */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "kc_yaml.h"
+#include "op_gate.h"
+#include "op_policy.h"
+
+static json_t *yaml(const char *y)
+{
+    json_t *v = NULL;
+    kc_err err;
+    cr_assert_eq(kc_yaml_parse_one(y, strlen(y), NULL, &v, &err), KC_OK, "%s", err.msg);
+    return v;
+}
+
+static op_gate_policy policy(void)
+{
+    op_gate_policy p = {0};
+    for (int s = 0; s < OP_STAGE_COUNT; s++)
+        p.enabled[s] = true;
+    p.followers_enabled = true;
+    p.ns = "gpu-operator";
+    p.validator_image = "v:1";
+    p.mig_default = "all-disabled";
+    p.runtime_class = "nvidia";
+    return p;
+}
+
+static json_t *gpu_node(const char *extra_labels, const char *alloc)
+{
+    char buf[2048];
+    snprintf(buf, sizeof(buf),
+             "metadata:\n  name: n1\n  labels:\n    feature.node.kubernetes.io/pci-10de.present: "
+             "\"true\"\n%s"
+             "status:\n  allocatable: {%s}\n",
+             extra_labels, alloc);
+    return yaml(buf);
+}
+
+static json_t *ready_pod(const char *uid)
+{
+    char buf[512];
+    snprintf(buf, sizeof(buf),
+             "metadata: {name: p-%s, uid: %s}\n"
+             "status: {phase: Running, conditions: [{type: Ready, status: \"True\"}]}\n",
+             uid, uid);
+    return yaml(buf);
+}
+
+static const char *lbl(const json_t *patch, const char *k)
+{
+    return json_string_value(json_object_get(patch, k));
+}
+
+Test(gate, cpu_node_gets_nothing)
+{
+    op_gate_policy p = policy();
+    json_t *n = yaml("metadata: {name: c, labels: {kubernetes.io/os: linux}}\n");
+    op_gate_in in = {.node = n};
+    op_gate_out out;
+    cr_assert_eq(op_gate_node(&p, &in, &out, NULL), KC_OK);
+    cr_assert_eq(out.phase, OP_NODE_NOT_GPU);
+    cr_assert_eq(json_object_size(out.labels), 0);
+    cr_assert_eq(json_array_size(out.create), 0);
+    op_gate_out_clear(&out);
+    json_decref(n);
+}
+
+Test(gate, walks_the_chain)
+{
+    op_gate_policy p = policy();
+    json_t *n = gpu_node("", "");
+    op_gate_in in = {.node = n, .now_ms = 1000};
+    op_gate_out out;
+    /* Fresh node: gpu.present and the driver label only. */
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.present"), "true");
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.driver"), "true");
+    cr_assert_null(json_object_get(out.labels, "nvidia.com/gpu.deploy.container-toolkit"));
+    cr_assert_null(json_object_get(out.labels, "nvidia.com/gpu.deploy.gpu-feature-discovery"));
+    cr_assert_eq(out.phase, OP_NODE_IN_PROGRESS);
+    cr_assert_eq(out.stage, OP_STAGE_DRIVER);
+    cr_assert(strstr(out.reason, "nvidia-driver-daemonset"), "%s", out.reason);
+    op_gate_out_clear(&out);
+
+    /* Driver pod Ready: a driver validation pod is created, pinned to the node. */
+    json_t *drv = ready_pod("d1");
+    in.stage[OP_STAGE_DRIVER].operand_pod = drv;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(json_array_size(out.create), 1);
+    json_t *vp = json_incref(json_array_get(out.create, 0));
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(vp, "spec"), "nodeName")),
+                     "n1");
+    cr_assert_str_eq(
+        json_string_value(json_array_get(
+            json_object_get(
+                json_array_get(json_object_get(json_object_get(vp, "spec"), "containers"), 0),
+                "args"),
+            1)),
+        "driver");
+    cr_assert_null(json_object_get(json_object_get(vp, "spec"), "runtimeClassName"));
+    op_gate_out_clear(&out);
+
+    /* The validation Failed: reason from its output, retried after the backoff. */
+    json_object_set_new(vp, "status",
+                        json_pack("{s:s, s:[{s:{s:{s:i, s:s, s:s}}}]}", "phase", "Failed",
+                                  "containerStatuses", "state", "terminated", "exitCode", 1,
+                                  "message", "line one\nno NVIDIA driver: boom\n", "finishedAt",
+                                  "1970-01-01T00:00:01Z"));
+    in.stage[OP_STAGE_DRIVER].val_pods[0] = vp;
+    in.stage[OP_STAGE_DRIVER].n_val = 1;
+    in.now_ms = 2000;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(out.phase, OP_NODE_FAILED);
+    cr_assert(strstr(out.reason, "driver validation failed: no NVIDIA driver: boom"), "%s",
+              out.reason);
+    cr_assert_eq(json_array_size(out.create), 0, "not before the backoff");
+    cr_assert_eq(out.requeue_ms, 4000);
+    op_gate_out_clear(&out);
+    in.now_ms = 6001;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(json_array_size(out.create), 1, "retried");
+    const char *retry = json_string_value(
+        json_object_get(json_object_get(json_array_get(out.create, 0), "metadata"), "name"));
+    cr_assert(retry[strlen(retry) - 1] == '1', "attempt 1: %s", retry);
+    op_gate_out_clear(&out);
+
+    /* Succeeded: the toolkit label turns on; followers wait for the toolkit. */
+    json_object_set_new(json_object_get(vp, "status"), "phase", json_string("Succeeded"));
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.container-toolkit"), "true");
+    cr_assert_null(json_object_get(out.labels, "nvidia.com/gpu.deploy.gpu-feature-discovery"));
+    cr_assert_eq(out.stage, OP_STAGE_TOOLKIT);
+    op_gate_out_clear(&out);
+    json_decref(vp);
+    json_decref(drv);
+    json_decref(n);
+}
+
+Test(gate, never_overwrites_a_pause_and_reports_reconfiguring)
+{
+    op_gate_policy p = policy();
+    json_t *n = gpu_node("    nvidia.com/gpu.deploy.driver: \"true\"\n"
+                         "    nvidia.com/gpu.deploy.container-toolkit: \"true\"\n"
+                         "    nvidia.com/gpu.deploy.device-plugin: paused-for-mig-change\n"
+                         "    nvidia.com/gpu.deploy.gpu-feature-discovery: paused-for-mig-change\n"
+                         "    nvidia.com/mig.capable: \"true\"\n"
+                         "    nvidia.com/mig.config: all-balanced\n"
+                         "    nvidia.com/mig.config.state: pending\n",
+                         "");
+    json_t *pods[2] = {ready_pod("d"), ready_pod("t")};
+    json_t *ok =
+        yaml("metadata: {name: v, annotations: {nvidia.com/gpu-operator.validation-key: d}}\n"
+             "status: {phase: Succeeded}\n");
+    json_t *ok2 =
+        yaml("metadata: {name: w, annotations: {nvidia.com/gpu-operator.validation-key: t}}\n"
+             "status: {phase: Succeeded}\n");
+    op_gate_in in = {.node = n};
+    in.stage[OP_STAGE_DRIVER] =
+        (op_gate_stage_in){.operand_pod = pods[0], .val_pods = {ok}, .n_val = 1};
+    in.stage[OP_STAGE_TOOLKIT] =
+        (op_gate_stage_in){.operand_pod = pods[1], .val_pods = {ok2}, .n_val = 1};
+    op_gate_out out;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(out.phase, OP_NODE_RECONFIGURING, "%s", out.reason);
+    cr_assert_null(json_object_get(out.labels, "nvidia.com/gpu.deploy.device-plugin"));
+    cr_assert_null(json_object_get(out.labels, "nvidia.com/gpu.deploy.gpu-feature-discovery"),
+                   "a paused follower stays paused");
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.dcgm-exporter"), "true");
+    cr_assert_null(json_object_get(out.labels, "nvidia.com/mig.config"), "a set config is kept");
+    op_gate_out_clear(&out);
+    json_decref(ok);
+    json_decref(ok2);
+    json_decref(pods[0]);
+    json_decref(pods[1]);
+    json_decref(n);
+}
+
+Test(gate, mig_default_and_opt_out)
+{
+    op_gate_policy p = policy();
+    p.mig_default = "all-balanced";
+    json_t *n = gpu_node("    nvidia.com/mig.capable: \"true\"\n", "");
+    op_gate_in in = {.node = n};
+    op_gate_out out;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/mig.config"), "all-balanced");
+    op_gate_out_clear(&out);
+    json_decref(n);
+    n = gpu_node("    nvidia.com/gpu.deploy.operands: \"false\"\n"
+                 "    nvidia.com/gpu.deploy.driver: \"true\"\n"
+                 "    nvidia.com/gpu.deploy.dcgm: paused-for-driver-upgrade\n",
+                 "");
+    in.node = n;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(out.phase, OP_NODE_OPTED_OUT);
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.driver"), "false");
+    cr_assert_null(json_object_get(out.labels, "nvidia.com/gpu.deploy.dcgm"), "never overwrite");
+    op_gate_out_clear(&out);
+    json_decref(n);
+}
+
+Test(gate, plugin_and_mig_validation_resources)
+{
+    op_gate_policy p = policy();
+    p.enabled[OP_STAGE_DRIVER] = p.enabled[OP_STAGE_TOOLKIT] = false;
+    json_t *n = gpu_node(
+        "    nvidia.com/mig.capable: \"true\"\n"
+        "    nvidia.com/mig.config: all-balanced\n"
+        "    nvidia.com/mig.config.state: success\n",
+        "nvidia.com/gpu: \"0\", nvidia.com/mig-1g.5gb: \"16\", nvidia.com/mig-3g.20gb: \"8\"");
+    json_t *dp = ready_pod("dp"), *mm = ready_pod("mm");
+    op_gate_in in = {.node = n};
+    in.stage[OP_STAGE_PLUGIN].operand_pod = dp;
+    in.stage[OP_STAGE_MIG].operand_pod = mm;
+    op_gate_out out;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(json_array_size(out.create), 1);
+    json_t *c0 = json_array_get(
+        json_object_get(json_object_get(json_array_get(out.create, 0), "spec"), "containers"), 0);
+    cr_assert_str_eq(
+        json_string_value(json_object_get(
+            json_object_get(json_object_get(c0, "resources"), "limits"), "nvidia.com/mig-1g.5gb")),
+        "1");
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.gpu-feature-discovery"), "true",
+                     "without driver and toolkit stages the followers start at once");
+    /* Plugin validated: one MIG validation pod per advertised profile. */
+    json_t *pv = json_incref(json_array_get(out.create, 0));
+    json_object_set_new(pv, "status", json_pack("{s:s}", "phase", "Succeeded"));
+    op_gate_out_clear(&out);
+    in.stage[OP_STAGE_PLUGIN].val_pods[0] = pv;
+    in.stage[OP_STAGE_PLUGIN].n_val = 1;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(out.stage, OP_STAGE_MIG);
+    cr_assert_eq(json_array_size(out.create), 2, "one per MIG profile");
+    op_gate_out_clear(&out);
+    json_decref(pv);
+    json_decref(dp);
+    json_decref(mm);
+    json_decref(n);
+}
+
+Test(policy, oldest_is_active)
+{
+    json_t *items = yaml("- metadata: {name: b, creationTimestamp: \"2026-01-01T00:00:00Z\"}\n"
+                         "- metadata: {name: a, creationTimestamp: \"2026-01-02T00:00:00Z\"}\n"
+                         "- metadata: {name: c, creationTimestamp: \"2026-01-01T00:00:00Z\"}\n");
+    cr_assert_str_eq(json_string_value(json_object_get(
+                         json_object_get(op_policy_active(items), "metadata"), "name")),
+                     "b");
+    json_decref(items);
+    json_t *empty = json_array();
+    cr_assert_null(op_policy_active(empty));
+    json_decref(empty);
+}

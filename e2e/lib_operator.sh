@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Helpers for scenarios that run the operator out of cluster against kubesim + nodesim: the CRD,
+# the operator process (logs in the scenario's directory), a free local port, and readers for
+# the ClusterPolicy status. Source after e2e/lib.sh and e2e/lib_gpu.sh.
+
+OPERATOR_BIN="${OPERATOR_BIN:-$BUILD_DIR/gpu-operator}"
+OPERATOR_NS=gpu-operator
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# operator_start [args...]: starts the operator (metrics on $METRICS_PORT); stops it on exit.
+operator_start() {
+    METRICS_PORT=$(free_port)
+    HEALTH_PORT=$(free_port)
+    OPERATOR_NAMESPACE=$OPERATOR_NS "$OPERATOR_BIN" --kubeconfig "$KUBECONFIG_E2E" \
+        --states-dir "$REPO_ROOT/states" --metrics-bind-address "127.0.0.1:$METRICS_PORT" \
+        --health-probe-bind-address "127.0.0.1:$HEALTH_PORT" --validation-backoff-ms 1000 "$@" \
+        >>"$E2E_DIR/operator.log" 2>&1 &
+    OPERATOR_PID=$!
+    echo "$OPERATOR_PID" >"$E2E_DIR/operator.pid"
+}
+operator_stop() {
+    local pid
+    pid=$(cat "$E2E_DIR/operator.pid" 2>/dev/null || true)
+    [ -n "$pid" ] || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$E2E_DIR/operator.pid"
+}
+operator_on_exit() {
+    local rc=$?
+    if [ $rc -ne 0 ] && [ -f "$E2E_DIR/operator.log" ]; then
+        echo "--- last operator log lines ---" >&2
+        tail -n 40 "$E2E_DIR/operator.log" >&2 || true
+    fi
+    operator_stop
+    (exit $rc)
+    cleanup
+}
+trap operator_on_exit EXIT
+
+install_crd() {
+    k apply -f "$REPO_ROOT/crds/nvidia.com_clusterpolicies.yaml" >/dev/null
+    until_eq "CRD established" "True" 30 k get crd clusterpolicies.nvidia.com \
+        -o jsonpath='{.status.conditions[?(@.type=="Established")].status}'
+}
+
+cp_state() { k get clusterpolicy "${1:-cluster-policy}" -o jsonpath='{.status.state}'; }

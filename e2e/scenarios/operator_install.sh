@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The operator end to end on kubesim + nodesim: 2×(8×A100-40GB), 1×(4×T4), 1 CPU node. The CRD and
+# a ClusterPolicy using every spec section bring the policy to ready; the CPU node gets nothing;
+# every GPU node shows a Succeeded validation pod per state whose log ends with Test PASSED; the
+# device plugin's capacity is there; a reconcile that finds nothing to change writes nothing.
+source "$(dirname "$0")/../lib.sh"
+source "$E2E_ROOT/lib_gpu.sh"
+source "$E2E_ROOT/lib_operator.sh"
+
+cluster_up --fleet "$E2E_ROOT/testdata/fleet-nodesim.yaml"
+install_crd
+k create namespace gpu-operator >/dev/null
+k apply -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: time-slicing-config, namespace: gpu-operator}
+data:
+  any: |-
+    version: v1
+    sharing:
+      timeSlicing:
+        resources:
+          - name: nvidia.com/gpu
+            replicas: 4
+YAML
+operator_start
+k apply -f "$E2E_ROOT/testdata/clusterpolicy-full.yaml" >/dev/null
+
+step "the ClusterPolicy becomes ready"
+until_eq "state" "ready" 180 cp_state
+out=$(k get clusterpolicy)
+assert_contains "printer columns" "STATUS" "$out"
+assert_contains "ready row" "ready" "$out"
+assert_eq "finalizer" "nvidia.com/gpu-operator" \
+    "$(k get clusterpolicy cluster-policy -o jsonpath='{.metadata.finalizers[0]}')"
+assert_eq "gpu nodes in status" "3" "$(k get clusterpolicy cluster-policy -o jsonpath='{.status.nodes.gpu}')"
+assert_eq "ready nodes in status" "3" "$(k get clusterpolicy cluster-policy -o jsonpath='{.status.nodes.ready}')"
+
+step "the CPU node gets no operand and no GPU label"
+assert_eq "cpu labels" "" "$(k get node cpu-0 -o json | python3 -c 'import json,sys; print(" ".join(k for k in json.load(sys.stdin)["metadata"]["labels"] if k.startswith("nvidia.com/")))')"
+assert_eq "cpu pods" "" "$(k get pods -n gpu-operator --field-selector spec.nodeName=cpu-0 -o name)"
+
+step "GPU nodes: labels, operands, capacity, validation pods"
+for n in p4d-0 p4d-1 t4-0; do
+    assert_eq "$n gpu.present" "true" "$(node_label "$n" nvidia.com/gpu.present)"
+    for l in driver container-toolkit device-plugin gpu-feature-discovery dcgm-exporter; do
+        assert_eq "$n deploy.$l" "true" "$(node_label "$n" nvidia.com/gpu.deploy.$l)"
+    done
+    for st in driver container-toolkit device-plugin; do
+        pods=$(k get pods -n gpu-operator -l "nvidia.com/gpu-operator.validation=$st,nvidia.com/gpu-operator.node=$n" \
+            -o jsonpath='{range .items[*]}{.metadata.name}={.status.phase}{"\n"}{end}')
+        assert_contains "$n $st validation" "=Succeeded" "$pods"
+        pod=$(head -n1 <<<"$pods" | cut -d= -f1)
+        log=$(k logs -n gpu-operator "$pod")
+        assert_contains "$n $st log" "Test PASSED" "$log"
+    done
+done
+assert_eq "A100 capacity (time-sliced 4×)" "32" "$(node_res p4d-0 capacity nvidia.com/gpu)"
+assert_eq "T4 capacity" "16" "$(node_res t4-0 capacity nvidia.com/gpu)"
+assert_eq "T4 product" "Tesla-T4-SHARED" "$(node_label t4-0 nvidia.com/gpu.product)"
+assert_eq "MIG default on A100s" "all-disabled" "$(node_label p4d-0 nvidia.com/mig.config)"
+assert_eq "no MIG manager on T4" "" "$(node_label t4-0 nvidia.com/gpu.deploy.mig-manager)"
+ds=$(k get ds -n gpu-operator -o jsonpath='{.items[*].metadata.name}')
+for d in nvidia-driver-daemonset nvidia-container-toolkit-daemonset nvidia-device-plugin-daemonset \
+    gpu-feature-discovery nvidia-dcgm-exporter nvidia-mig-manager nvidia-operator-validator; do
+    assert_contains "DaemonSet $d" "$d" "$ds"
+done
+
+step "metrics"
+m=$(curl -sf "http://127.0.0.1:$METRICS_PORT/metrics")
+assert_contains "gpu nodes metric" "gpu_operator_gpu_nodes_total 3" "$m"
+assert_contains "status metric" "gpu_operator_reconciliation_status 1" "$m"
+
+step "a no-op edit writes nothing to operands"
+before=$(k get ds -n gpu-operator -o jsonpath='{range .items[*]}{.metadata.resourceVersion}{" "}{end}')
+k annotate clusterpolicy cluster-policy example.com/touched=yes >/dev/null
+sleep 2
+after=$(k get ds -n gpu-operator -o jsonpath='{range .items[*]}{.metadata.resourceVersion}{" "}{end}')
+assert_eq "DaemonSets untouched" "$before" "$after"
+echo "PASS operator_install"
