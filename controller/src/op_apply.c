@@ -178,7 +178,17 @@ static size_t unlabel_nodes(op_controller *c)
     json_array_foreach(nodes, i, n)
     {
         const json_t *labels = json_object_get(json_object_get(n, "metadata"), "labels");
+        const char *mig_default = json_string_value(json_object_get(
+            json_object_get(json_object_get(n, "metadata"), "annotations"), OP_MIG_DEFAULT_ANN));
         json_t *patch = json_object();
+        json_t *ann = json_object();
+        if (mig_default) {
+            /* The MIG config the operator set as the default goes; one a user set stays. */
+            const char *cur = json_string_value(json_object_get(labels, "nvidia.com/mig.config"));
+            if (cur && !strcmp(cur, mig_default))
+                json_object_set_new(patch, "nvidia.com/mig.config", json_null());
+            json_object_set_new(ann, OP_MIG_DEFAULT_ANN, json_null());
+        }
         const char *k;
         const json_t *v;
         json_object_foreach((json_t *)labels, k, v)
@@ -190,9 +200,10 @@ static size_t unlabel_nodes(op_controller *c)
             if (deploy || !strcmp(k, "nvidia.com/gpu.present"))
                 json_object_set_new(patch, k, json_null());
         }
-        if (json_object_size(patch)) {
+        if (json_object_size(patch) || json_object_size(ann)) {
             left++;
-            json_t *body = json_pack("{s:{s:O}}", "metadata", "labels", patch);
+            json_t *body =
+                json_pack("{s:{s:O, s:O}}", "metadata", "labels", patch, "annotations", ann);
             kc_err err;
             if (kc_patch(c->api, &KC_RES_NODES, NULL, str_at(n, "metadata", "name"), KC_PATCH_MERGE,
                          body, NULL, NULL, &err) != KC_OK)
@@ -201,6 +212,7 @@ static size_t unlabel_nodes(op_controller *c)
             json_decref(body);
         }
         json_decref(patch);
+        json_decref(ann);
     }
     json_decref(nodes);
     return left;

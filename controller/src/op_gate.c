@@ -93,6 +93,7 @@ bool op_pod_ready(const json_t *pod)
 void op_gate_out_clear(op_gate_out *out)
 {
     json_decref(out->labels);
+    json_decref(out->annotations);
     json_decref(out->create);
     json_decref(out->remove);
     memset(out, 0, sizeof(*out));
@@ -194,6 +195,44 @@ static void failure_reason(const json_t *pod, char *buf, size_t size)
     }
     if (best)
         snprintf(buf, size, "%.*s", (int)best_len, best);
+}
+
+/* True when an operand pod is failing rather than starting (a crash loop, an image that cannot
+ * be pulled, a bad config); why names the pod, the reason and the last error message. */
+static bool operand_failing(const json_t *pod, const char *ds, char *why, size_t size)
+{
+    static const char *const bad[] = {"CrashLoopBackOff",
+                                      "ImagePullBackOff",
+                                      "ErrImagePull",
+                                      "CreateContainerConfigError",
+                                      "InvalidImageName",
+                                      "RunContainerError",
+                                      NULL};
+    if (!pod)
+        return false;
+    const char *lists[2] = {"initContainerStatuses", "containerStatuses"};
+    for (int l = 0; l < 2; l++) {
+        size_t i;
+        const json_t *cs;
+        json_array_foreach(json_object_get(json_object_get(pod, "status"), lists[l]), i, cs)
+        {
+            const json_t *w = json_object_get(json_object_get(cs, "state"), "waiting");
+            const char *r = str_at(w, "reason", NULL);
+            for (int b = 0; r && bad[b]; b++) {
+                if (strcmp(r, bad[b]) != 0)
+                    continue;
+                const char *last =
+                    str_at(json_object_get(json_object_get(cs, "lastState"), "terminated"),
+                           "message", NULL);
+                const char *msg = last ? last : str_at(w, "message", NULL);
+                snprintf(why, size, "%s pod %s is failing: container %s: %s%s%.300s", ds,
+                         str_at(json_object_get(pod, "metadata"), "name", NULL) ?: "?",
+                         str_at(cs, "name", NULL) ?: "?", r, msg ? ": " : "", msg ? msg : "");
+                return true;
+            }
+        }
+    }
+    return false;
 }
 
 static json_t *validation_pod(const op_gate_policy *pol, const json_t *node, op_stage s,
@@ -332,11 +371,12 @@ kc_code op_gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gate_ou
 {
     memset(out, 0, sizeof(*out));
     out->labels = json_object();
+    out->annotations = json_object();
     out->create = json_array();
     out->remove = json_array();
     out->requeue_ms = -1;
     out->stage = -1;
-    if (!out->labels || !out->create || !out->remove) {
+    if (!out->labels || !out->annotations || !out->create || !out->remove) {
         op_gate_out_clear(out);
         return kc_err_set(err, KC_ENOMEM, "out of memory");
     }
@@ -371,8 +411,10 @@ kc_code op_gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gate_ou
     bool mig_capable = (node_label(node, "nvidia.com/mig.capable") &&
                         strcmp(node_label(node, "nvidia.com/mig.capable"), "true") == 0);
     if (mig_capable && pol->enabled[OP_STAGE_MIG] && pol->mig_default && *pol->mig_default &&
-        !node_label(node, "nvidia.com/mig.config"))
+        !node_label(node, "nvidia.com/mig.config")) {
         want_label(node, out->labels, "nvidia.com/mig.config", pol->mig_default);
+        json_object_set_new(out->annotations, OP_MIG_DEFAULT_ANN, json_string(pol->mig_default));
+    }
 
     bool prev_done = true, followers_ok = false;
     out->phase = OP_NODE_IN_PROGRESS;
@@ -394,8 +436,12 @@ kc_code op_gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gate_ou
         deploy(node, out->labels, stage_labels[s], "true");
         const json_t *pod = in->stage[s].operand_pod;
         if (!op_pod_ready(pod)) {
-            snprintf(out->reason, sizeof(out->reason), "waiting for %s to be Ready on the node%s",
-                     stage_ds[s], pod ? "" : " (no pod yet)");
+            if (operand_failing(pod, stage_ds[s], out->reason, sizeof(out->reason)))
+                out->phase = OP_NODE_FAILED;
+            else
+                snprintf(out->reason, sizeof(out->reason),
+                         "waiting for %s to be Ready on the node%s", stage_ds[s],
+                         pod ? "" : " (no pod yet)");
             prev_done = false;
             break;
         }

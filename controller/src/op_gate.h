@@ -35,6 +35,9 @@ extern const char *const op_follower_labels[];
 #define OP_VAL_NODE_LABEL  "nvidia.com/gpu-operator.node"
 #define OP_VAL_KEY_ANN     "nvidia.com/gpu-operator.validation-key"
 #define OP_PAUSED_MIG      "paused-for-mig-change"
+/* Set beside a nvidia.com/mig.config the operator wrote as the default, so that removing the
+ * operator removes only the label it added. */
+#define OP_MIG_DEFAULT_ANN "nvidia.com/gpu-operator.mig-config-default"
 
 /* What the operator wants of the cluster for this node's gating (from the ClusterPolicy). */
 typedef struct op_gate_policy {
@@ -75,9 +78,10 @@ typedef enum op_node_phase {
 const char *op_node_phase_name(op_node_phase p);
 
 typedef struct op_gate_out {
-    json_t *labels; /* label patch: key → "value" or null (nothing to do: empty object) */
-    json_t *create; /* array of validation pods to create */
-    json_t *remove; /* array of validation pod names (in ns) to delete */
+    json_t *labels;      /* label patch: key → "value" or null (nothing to do: empty object) */
+    json_t *annotations; /* annotation patch, same form */
+    json_t *create;      /* array of validation pods to create */
+    json_t *remove;      /* array of validation pod names (in ns) to delete */
     op_node_phase phase;
     int stage;        /* the stage the node is at (OP_STAGE_COUNT when done), -1 not GPU */
     char reason[512]; /* why it is not done, for status and events */

@@ -8,6 +8,7 @@
 #include <sys/time.h>
 
 #include "kc_log.h"
+#include "kc_yaml.h"
 #include "op_policy.h"
 
 static const char *str_at(const json_t *o, const char *a, const char *b)
@@ -53,8 +54,8 @@ static void drop_result(op_controller *c, const char *name)
 }
 
 /* Events for the transitions a user cares about, on the Node. */
-static void node_events(op_controller *c, const json_t *node, const op_node_result *prev,
-                        const op_gate_out *out)
+static void node_events(op_controller *c, const json_t *node, const json_t *policy,
+                        const op_node_result *prev, const op_gate_out *out)
 {
     if (prev->phase == out->phase && prev->stage == out->stage &&
         (out->phase != OP_NODE_FAILED || !strcmp(prev->reason, out->reason)))
@@ -68,6 +69,9 @@ static void node_events(op_controller *c, const json_t *node, const op_node_resu
         break;
     case OP_NODE_FAILED:
         kc_event_record(c->events, node, "Warning", "ValidationFailed", "%s", out->reason);
+        if (policy)
+            kc_event_record(c->events, policy, "Warning", "NodeFailed", "node %s: %s", name,
+                            out->reason);
         kc_warn("node failed", "node=%s stage=%s reason=\"%s\"", name,
                 op_stage_name((op_stage)out->stage), out->reason);
         break;
@@ -86,6 +90,34 @@ static void node_events(op_controller *c, const json_t *node, const op_node_resu
     default:
         break;
     }
+}
+
+/* For a failed MIG reconfiguration, says whether the config the node asks for exists in the MIG
+ * manager's ConfigMap (NVIDIA's MIG manager only logs it). */
+static void explain_mig_failure(op_controller *c, const json_t *node, const json_t *policy,
+                                op_gate_out *out)
+{
+    const char *cfg = json_string_value(json_object_get(
+        json_object_get(json_object_get(node, "metadata"), "labels"), "nvidia.com/mig.config"));
+    const json_t *cm_name = json_object_get(
+        json_object_get(json_object_get(json_object_get(policy, "spec"), "migManager"), "config"),
+        "name");
+    const char *cmn = json_is_string(cm_name) && *json_string_value(cm_name)
+                          ? json_string_value(cm_name)
+                          : "default-mig-parted-config";
+    op_kind *k = op_kind_find(c, "v1", "ConfigMap");
+    json_t *cm = k && k->inf ? kc_informer_get(k->inf, c->ns, cmn) : NULL;
+    const char *text =
+        json_string_value(json_object_get(json_object_get(cm, "data"), "config.yaml"));
+    json_t *doc = NULL;
+    if (cfg && text && kc_yaml_parse_one(text, strlen(text), cmn, &doc, NULL) == KC_OK &&
+        !json_object_get(json_object_get(doc, "mig-configs"), cfg)) {
+        size_t l = strlen(out->reason);
+        snprintf(out->reason + l, sizeof(out->reason) - l,
+                 ": config \"%s\" is not defined in ConfigMap %s/%s", cfg, c->ns, cmn);
+    }
+    json_decref(doc);
+    json_decref(cm);
 }
 
 long op_reconcile_node(op_controller *c, const char *name)
@@ -131,8 +163,9 @@ long op_reconcile_node(op_controller *c, const char *name)
         again = 1000;
         goto done;
     }
-    if (json_object_size(out.labels) > 0) {
-        json_t *patch = json_pack("{s:{s:O}}", "metadata", "labels", out.labels);
+    if (json_object_size(out.labels) > 0 || json_object_size(out.annotations) > 0) {
+        json_t *patch = json_pack("{s:{s:O, s:O}}", "metadata", "labels", out.labels, "annotations",
+                                  out.annotations);
         if (kc_patch(c->api, &KC_RES_NODES, NULL, name, KC_PATCH_MERGE, patch, NULL, NULL, &err) !=
             KC_OK) {
             kc_warn("cannot label node", "node=%s err=\"%s\"", name, err.msg);
@@ -159,11 +192,13 @@ long op_reconcile_node(op_controller *c, const char *name)
             again = 2000;
         }
     }
+    if (out.phase == OP_NODE_FAILED && out.stage == OP_STAGE_MIG)
+        explain_mig_failure(c, node, policy, &out);
     if (out.requeue_ms >= 0 && (again < 0 || out.requeue_ms < again))
         again = out.requeue_ms;
     op_node_result prev;
     set_result(c, name, &out, &prev);
-    node_events(c, node, &prev, &out);
+    node_events(c, node, policy, &prev, &out);
     if (prev.phase != out.phase || prev.stage != out.stage || strcmp(prev.reason, out.reason))
         kc_workqueue_add_after(c->q, OP_KEY_STATUS, 100);
 done:
