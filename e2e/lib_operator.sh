@@ -35,6 +35,12 @@ operator_on_exit() {
         tail -n 40 "$E2E_DIR/operator.log" >&2 || true
     fi
     operator_stop
+    # A sanitizer build of the operator (OPERATOR_BIN) reports at exit: any report fails the run.
+    if grep -qE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "$E2E_DIR/operator.log" 2>/dev/null; then
+        echo "FAIL: the operator's sanitizer reported errors:" >&2
+        grep -E -A20 "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "$E2E_DIR/operator.log" | head -60 >&2
+        rc=1
+    fi
     (exit $rc)
     cleanup
 }

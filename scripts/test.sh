@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs dependencies, then builds and runs the plain build's unit tests
-# and end-to-end scenarios, every unit test under valgrind, the ASan+UBSan build's tests, and a
-# short smoke of each fuzzer. Ends with one "N passed, N failed" line over every stage.
+# and end-to-end scenarios, every unit test under valgrind, the ASan+UBSan build's tests, the
+# operator scenarios again with the sanitizer build of the operator, and a short smoke of each
+# fuzzer. Ends with one "N passed, N failed" line over every stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -17,7 +18,10 @@ run_ctest() {
     local log
     log=$(mktemp)
     set +e
-    (cd "$dir" && env "$@" ctest --output-on-failure --no-tests=ignore -j "$jobs" -L "$label") 2>&1 | tee "$log"
+    local -a only=()
+    [ -z "${CTEST_REGEX:-}" ] || only=(-R "$CTEST_REGEX")
+    (cd "$dir" && env "$@" ctest --output-on-failure --no-tests=ignore -j "$jobs" -L "$label" \
+        "${only[@]+"${only[@]}"}") 2>&1 | tee "$log"
     local rc=${PIPESTATUS[0]}
     set -e
     local line n f
@@ -50,6 +54,11 @@ step "ASan + UBSan build + unit tests"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKC_SANITIZE=ON >/dev/null
 cmake --build build-asan -j "$jobs"
 run_ctest build-asan unit ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+
+step "operator scenarios with the ASan + UBSan operator (any sanitizer report fails)"
+cmake --build build-asan -j "$jobs" --target gpu-operator
+CTEST_REGEX='^e2e_operator_' run_ctest build e2e OPERATOR_BIN="$PWD/build-asan/gpu-operator" \
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 
 step "fuzz smoke (libFuzzer, ${KC_FUZZ_SECONDS:-10}s each)"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DKC_FUZZ=ON >/dev/null
