@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kc_log.h"
 
@@ -231,12 +232,26 @@ static void *worker(void *arg)
     char *key;
     while (kc_workqueue_get(c->q, &key)) {
         long again = -1;
-        if (!strcmp(key, OP_KEY_POLICY))
+        const char *kind = "node";
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (!strcmp(key, OP_KEY_POLICY)) {
+            kind = "policy";
             again = op_reconcile_policy(c);
-        else if (!strcmp(key, OP_KEY_STATUS))
+        } else if (!strcmp(key, OP_KEY_STATUS)) {
+            kind = "status";
             again = op_reconcile_status(c);
-        else if (!strncmp(key, OP_NODE_PREFIX, strlen(OP_NODE_PREFIX)))
+        } else if (!strncmp(key, OP_NODE_PREFIX, strlen(OP_NODE_PREFIX))) {
             again = op_reconcile_node(c, key + strlen(OP_NODE_PREFIX));
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (c->m_duration) {
+            const char *v[] = {kind, NULL};
+            kc_series *se = kc_metric_with(c->m_duration, v);
+            if (se)
+                kc_histogram_observe(se, (double)(t1.tv_sec - t0.tv_sec) +
+                                             (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+        }
         kc_workqueue_done(c->q, key);
         if (again >= 0)
             kc_workqueue_add_after(c->q, key, again);
@@ -342,6 +357,14 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     kc_workqueue_opts qo = {.qps = -1, .base_delay_ms = 5, .max_delay_ms = 60000};
     if ((rc = kc_workqueue_new(&qo, &c->q, err)) != KC_OK)
         goto fail;
+    if (opts->metrics) {
+        static const char *const labels[] = {"kind", NULL};
+        double b[12];
+        kc_metrics_exp_buckets(0.0005, 2.5, 12, b, NULL);
+        kc_metrics_histogram(opts->metrics, "gpu_operator_reconcile_duration_seconds",
+                             "time spent in one reconcile, by kind (policy, node, status)", labels,
+                             b, 12, &c->m_duration, NULL);
+    }
     kc_event_recorder_opts eo = {.component = "gpu-operator", .default_namespace = c->ns};
     if ((rc = kc_event_recorder_new(c->api, &eo, &c->events, err)) != KC_OK)
         goto fail;
