@@ -15,6 +15,7 @@
 #include "kc_log.h"
 #include "kc_metrics.h"
 #include "op_controller.h"
+#include "op_crd_apply.h" /* chart hook modes */
 #include "op_render.h"
 
 #define OP_VERSION "0.1.0"
@@ -39,6 +40,15 @@ static void usage(FILE *f)
         "  --workers N                       reconcile threads (default 2)\n"
         "  --validation-backoff-ms MS        first retry delay of a failed validation (5000)\n"
         "  -v                                debug logs\n"
+        /* --- chart hook modes (op_crd_apply.c) --- */
+        "Helm hook modes (do one thing and exit):\n"
+        "  --apply-crd FILE                  create or update the CRD in FILE, wait until\n"
+        "                                    Established (a bare name is looked up in\n"
+        "                                    $CRDS_DIR, then /opt/gpu-operator/crds)\n"
+        "  --delete-clusterpolicy NAME       delete the ClusterPolicy, wait until the\n"
+        "                                    operator's finalizer let it go\n"
+        "  --hook-timeout S                  how long either waits (default 120)\n"
+        /* --- end chart hook modes --- */
         "  --version, --help\n"
         "Environment: OPERATOR_NAMESPACE (default gpu-operator), KC_LOG_LEVEL.\n");
 }
@@ -107,8 +117,43 @@ enum {
     O_IMAGE,
     O_WORKERS,
     O_BACKOFF,
-    O_VERSION
+    O_VERSION,
+    O_APPLY_CRD, /* chart hook modes */
+    O_DELETE_POLICY,
+    O_HOOK_TIMEOUT
 };
+
+/* --- chart hook modes: one API call sequence, then exit --- */
+static int run_hook(const char *kubeconfig, const char *crd, const char *policy, int timeout_s)
+{
+    kc_err err;
+    kc_config *cfg = NULL;
+    kc_client *client = NULL;
+    char path[4096];
+    int rc = 1;
+    kc_client_opts co = {.user_agent = "gpu-operator/hook"};
+    if (kc_config_load_default(kubeconfig, NULL, &cfg, &err) != KC_OK ||
+        kc_client_new(cfg, &co, &client, &err) != KC_OK) {
+        fprintf(stderr, "gpu-operator: %s\n", err.msg);
+        goto out;
+    }
+    if (crd && op_crd_apply(client, op_crd_resolve(crd, NULL, path, sizeof(path)), timeout_s,
+                            stdout, &err) != KC_OK) {
+        fprintf(stderr, "gpu-operator: %s\n", err.msg);
+        goto out;
+    }
+    if (policy && op_policy_delete_wait(client, policy, timeout_s, stdout, &err) != KC_OK) {
+        fprintf(stderr, "gpu-operator: %s\n", err.msg);
+        goto out;
+    }
+    rc = 0;
+out:
+    fflush(stdout);
+    kc_client_free(client);
+    kc_config_free(cfg);
+    return rc;
+}
+/* --- end chart hook modes --- */
 
 int main(int argc, char **argv)
 {
@@ -123,6 +168,9 @@ int main(int argc, char **argv)
         {"workers", required_argument, NULL, O_WORKERS},
         {"validation-backoff-ms", required_argument, NULL, O_BACKOFF},
         {"version", no_argument, NULL, O_VERSION},
+        {"apply-crd", required_argument, NULL, O_APPLY_CRD}, /* chart hook modes */
+        {"delete-clusterpolicy", required_argument, NULL, O_DELETE_POLICY},
+        {"hook-timeout", required_argument, NULL, O_HOOK_TIMEOUT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -131,6 +179,8 @@ int main(int argc, char **argv)
     bool leader_elect = false;
     int workers = 0;
     long backoff = 0;
+    const char *hook_crd = NULL, *hook_policy = NULL; /* chart hook modes */
+    int hook_timeout = 120;
     int c;
     while ((c = getopt_long(argc, argv, "hv", opts, NULL)) != -1) {
         switch (c) {
@@ -170,6 +220,20 @@ int main(int argc, char **argv)
         case O_BACKOFF:
             backoff = atol(optarg);
             break;
+        case O_APPLY_CRD: /* chart hook modes */
+            hook_crd = optarg;
+            break;
+        case O_DELETE_POLICY:
+            hook_policy = optarg;
+            break;
+        case O_HOOK_TIMEOUT:
+            hook_timeout = atoi(optarg);
+            if (hook_timeout <= 0) {
+                fprintf(stderr, "gpu-operator: --hook-timeout: expected seconds > 0, got %s\n",
+                        optarg);
+                return 2;
+            }
+            break;
         default:
             usage(stderr);
             return 2;
@@ -179,6 +243,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpu-operator: unexpected argument %s\n", argv[optind]);
         return 2;
     }
+    if (hook_crd || hook_policy) /* chart hook modes */
+        return run_hook(kubeconfig, hook_crd, hook_policy, hook_timeout);
     const char *ns = getenv("OPERATOR_NAMESPACE");
     if (!ns || !*ns)
         ns = "gpu-operator";

@@ -62,6 +62,41 @@ op_kind *op_kind_find(op_controller *c, const char *api_version, const char *kin
     return NULL;
 }
 
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Remembers when the first event not yet reconciled arrived for a node key. */
+static void mark_event(op_controller *c, const char *key)
+{
+    if (!c->m_delay)
+        return;
+    pthread_mutex_lock(&c->mu);
+    if (!kc_map_get(c->event_at, key)) {
+        uint64_t *t = malloc(sizeof(*t));
+        if (t) {
+            *t = mono_ms();
+            if (kc_map_put(c->event_at, key, t, NULL) != KC_OK)
+                free(t);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Takes the event time of a key (0 when none). */
+static uint64_t take_event(op_controller *c, const char *key)
+{
+    pthread_mutex_lock(&c->mu);
+    uint64_t *t = kc_map_remove(c->event_at, key);
+    pthread_mutex_unlock(&c->mu);
+    uint64_t v = t ? *t : 0;
+    free(t);
+    return v;
+}
+
 /* ---- the pod index (node → pod keys of our namespace) ---- */
 
 static void index_pod(op_controller *c, const json_t *pod, bool add)
@@ -90,6 +125,7 @@ static void index_pod(op_controller *c, const json_t *pod, bool add)
     free(key);
     char nk[300];
     snprintf(nk, sizeof(nk), OP_NODE_PREFIX "%s", node);
+    mark_event(c, nk);
     kc_workqueue_add(c->q, nk);
 }
 
@@ -132,6 +168,7 @@ static void queue_node(op_controller *c, const json_t *node)
     if (!name)
         return;
     snprintf(key, sizeof(key), OP_NODE_PREFIX "%s", name);
+    mark_event(c, key);
     kc_workqueue_add(c->q, key);
 }
 
@@ -242,7 +279,13 @@ static void *worker(void *arg)
             kind = "status";
             again = op_reconcile_status(c);
         } else if (!strncmp(key, OP_NODE_PREFIX, strlen(OP_NODE_PREFIX))) {
-            again = op_reconcile_node(c, key + strlen(OP_NODE_PREFIX));
+            uint64_t ev = take_event(c, key);
+            bool wrote = false;
+            again = op_reconcile_node(c, key + strlen(OP_NODE_PREFIX), &wrote);
+            /* The operator's share of a transition: from the event that allowed it to the
+             * write it caused. */
+            if (wrote && ev && c->m_delay)
+                kc_histogram_observe(c->m_delay, (double)(mono_ms() - ev) / 1000.0);
         }
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (c->m_duration) {
@@ -338,13 +381,15 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     c->n_workers = opts->workers > 0 ? opts->workers : 2;
     c->workers = calloc((size_t)c->n_workers, sizeof(*c->workers));
     c->results = kc_map_new();
+    c->event_at = kc_map_new();
     c->pods_by_node = kc_map_new();
     c->ds_by_state = json_object();
     c->kinds = calloc(N_KINDS, sizeof(*c->kinds));
     pthread_mutex_init(&c->mu, NULL);
     atomic_init(&c->synced, false);
     kc_code rc = KC_OK;
-    if (!c->ns || !c->workers || !c->results || !c->pods_by_node || !c->ds_by_state || !c->kinds) {
+    if (!c->ns || !c->workers || !c->results || !c->event_at || !c->pods_by_node ||
+        !c->ds_by_state || !c->kinds) {
         rc = kc_err_set(err, KC_ENOMEM, "out of memory");
         goto fail;
     }
@@ -364,6 +409,12 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
         kc_metrics_histogram(opts->metrics, "gpu_operator_reconcile_duration_seconds",
                              "time spent in one reconcile, by kind (policy, node, status)", labels,
                              b, 12, &c->m_duration, NULL);
+        kc_metric *d = NULL;
+        if (kc_metrics_histogram(opts->metrics, "gpu_operator_transition_delay_seconds",
+                                 "from the watch event that allowed a node transition to the "
+                                 "operator's resulting write",
+                                 NULL, b, 12, &d, NULL) == KC_OK)
+            c->m_delay = kc_metric_with(d, NULL);
     }
     kc_event_recorder_opts eo = {.component = "gpu-operator", .default_namespace = c->ns};
     if ((rc = kc_event_recorder_new(c->api, &eo, &c->events, err)) != KC_OK)
@@ -454,6 +505,7 @@ void op_controller_free(op_controller *c)
     kc_client_free(c->api);
     kc_client_free(c->watch);
     kc_map_free(c->results, free);
+    kc_map_free(c->event_at, free);
     if (c->pods_by_node) {
         size_t pos = 0;
         void *v;

@@ -61,6 +61,8 @@ struct op_controller {
     /* metrics */
     kc_series *m_gpu_nodes, *m_status, *m_reconciles, *m_failed, *m_last_success, *m_nfd;
     kc_metric *m_state_nodes, *m_duration;
+    kc_series *m_delay; /* event received → resulting write, per node transition */
+    kc_map *event_at;   /* node key → first unprocessed event time (boxed ms), under mu */
 };
 
 /* ---- op_apply.c: the policy reconciler ---- */
@@ -71,7 +73,8 @@ long op_reconcile_policy(op_controller *c);
 op_kind *op_kind_find(op_controller *c, const char *api_version, const char *kind);
 
 /* ---- op_nodes.c: the node reconciler ---- */
-long op_reconcile_node(op_controller *c, const char *name);
+/* *wrote tells whether the reconcile wrote to the API server (labels, pods). */
+long op_reconcile_node(op_controller *c, const char *name, bool *wrote);
 /* Pods of the operator's namespace on a node (new array of new references). */
 json_t *op_node_pods(op_controller *c, const char *node);
 

@@ -120,8 +120,9 @@ static void explain_mig_failure(op_controller *c, const json_t *node, const json
     json_decref(cm);
 }
 
-long op_reconcile_node(op_controller *c, const char *name)
+long op_reconcile_node(op_controller *c, const char *name, bool *wrote)
 {
+    *wrote = false;
     json_t *node = kc_informer_get(c->nodes, NULL, name);
     if (!node) {
         drop_result(c, name);
@@ -166,6 +167,7 @@ long op_reconcile_node(op_controller *c, const char *name)
     if (json_object_size(out.labels) > 0 || json_object_size(out.annotations) > 0) {
         json_t *patch = json_pack("{s:{s:O, s:O}}", "metadata", "labels", out.labels, "annotations",
                                   out.annotations);
+        *wrote = true;
         if (kc_patch(c->api, &KC_RES_NODES, NULL, name, KC_PATCH_MERGE, patch, NULL, NULL, &err) !=
             KC_OK) {
             kc_warn("cannot label node", "node=%s err=\"%s\"", name, err.msg);
@@ -184,6 +186,7 @@ long op_reconcile_node(op_controller *c, const char *name)
     json_array_foreach(out.create, i, p)
     {
         kc_code rc = kc_create(c->api, &KC_RES_PODS, c->ns, p, NULL, &err);
+        *wrote = true;
         if (rc == KC_OK)
             kc_info("validation pod created", "node=%s pod=%s", name,
                     str_at(p, "metadata", "name"));

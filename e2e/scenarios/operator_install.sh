@@ -72,6 +72,7 @@ assert_contains "gpu nodes metric" "gpu_operator_gpu_nodes_total 3" "$m"
 assert_contains "status metric" "gpu_operator_reconciliation_status 1" "$m"
 assert_contains "per-state node metric" 'gpu_operator_state_nodes{state="driver",phase="failed"} 0' "$m"
 assert_contains "reconcile durations" 'gpu_operator_reconcile_duration_seconds_count{kind="node"}' "$m"
+assert_contains "transition delays" "gpu_operator_transition_delay_seconds_count" "$m"
 
 step "a no-op edit writes nothing to operands"
 before=$(k get ds -n gpu-operator -o jsonpath='{range .items[*]}{.metadata.resourceVersion}{" "}{end}')
