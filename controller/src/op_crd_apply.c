@@ -110,8 +110,13 @@ kc_code op_crd_apply(kc_client *c, const char *path, int timeout_s, FILE *out, k
             }
             if (json_equal(upd, live))
                 break;
-            rc = kc_update(c, &KC_RES_CRDS, NULL, upd, NULL, err);
-            what = "configured";
+            /* The server bumps metadata.generation only when the spec changed. */
+            json_t *after = NULL;
+            rc = kc_update(c, &KC_RES_CRDS, NULL, upd, &after, err);
+            json_t *g0 = json_object_get(json_object_get(live, "metadata"), "generation");
+            json_t *g1 = json_object_get(json_object_get(after, "metadata"), "generation");
+            what = g0 && g1 && json_equal(g0, g1) ? "unchanged" : "configured";
+            json_decref(after);
         }
         if ((rc != KC_ECONFLICT && rc != KC_EALREADYEXISTS) || attempt >= 4)
             break;

@@ -486,6 +486,19 @@ kc_code op_gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gate_ou
             r = validate(pol, in, s, key, res, n_res, out);
         } else if (s == OP_STAGE_PLUGIN) {
             const char *res = plugin_resource(node);
+            const char *product = node_label(node, "nvidia.com/gpu.product");
+            size_t plen = product ? strlen(product) : 0;
+            if (!res && plen > 12 && !strcmp(product + plen - 12, "-MIG-INVALID")) {
+                /* Not transient: the layout and the strategy do not go together. */
+                out->phase = OP_NODE_FAILED;
+                snprintf(out->reason, sizeof(out->reason),
+                         "the device plugin advertises nothing: the MIG layout (%s) mixes "
+                         "profiles, which the single MIG strategy cannot use (GPU feature "
+                         "discovery reports %s); use mig.strategy=mixed or a single-profile config",
+                         node_label(node, "nvidia.com/mig.config") ?: "?", product);
+                prev_done = false;
+                break;
+            }
             if (!res) {
                 snprintf(out->reason, sizeof(out->reason),
                          "waiting for the device plugin to advertise GPUs (no nvidia.com/gpu or "

@@ -254,3 +254,23 @@ Test(policy, oldest_is_active)
     cr_assert_null(op_policy_active(empty));
     json_decref(empty);
 }
+
+Test(gate, single_strategy_with_mixed_profiles_is_a_failure_with_advice)
+{
+    op_gate_policy p = policy();
+    p.enabled[OP_STAGE_DRIVER] = p.enabled[OP_STAGE_TOOLKIT] = false;
+    json_t *n = gpu_node("    nvidia.com/mig.capable: \"true\"\n"
+                         "    nvidia.com/mig.config: all-balanced\n"
+                         "    nvidia.com/gpu.product: NVIDIA-A100-SXM4-40GB-MIG-INVALID\n",
+                         "nvidia.com/gpu: \"0\"");
+    json_t *dp = ready_pod("dp");
+    op_gate_in in = {.node = n};
+    in.stage[OP_STAGE_PLUGIN].operand_pod = dp;
+    op_gate_out out;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(out.phase, OP_NODE_FAILED);
+    cr_assert(strstr(out.reason, "use mig.strategy=mixed"), "%s", out.reason);
+    op_gate_out_clear(&out);
+    json_decref(dp);
+    json_decref(n);
+}

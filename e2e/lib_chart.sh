@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Helpers for scenarios that install the Helm chart (charts/gpu-operator) with the real helm on
+# kubesim + nodesim: kubesim runs the operator image's pods as local processes of build/gpu-operator
+# (e2e/testdata/image-map-operator.yaml), with RBAC on, so the chart's ServiceAccount and roles are
+# what the operator works with. Source after e2e/lib.sh and e2e/lib_gpu.sh.
+
+if [ "${E2E_CLUSTER:-kubesim}" != kubesim ]; then
+    # The operator image runs only through kubesim's --image-map (no image registry here).
+    echo "--- SKIP on a real cluster (kubesim-only): the chart's operator pod runs as a local process"
+    exit 0
+fi
+
+OPERATOR_BIN="${OPERATOR_BIN:-$BUILD_DIR/gpu-operator}"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# The operator processes share the host network: each scenario takes free ports for them.
+METRICS_PORT=$(free_port)
+HEALTH_PORT=$(free_port)
+PORT_FLAGS=(--set "operator.metricsPort=$METRICS_PORT" --set "operator.healthPort=$HEALTH_PORT")
+
+# chart_cluster_up FLEET [cluster args...]: kubesim (RBAC on, operator image mapped) + nodesim.
+chart_cluster_up() {
+    local fleet=$1; shift
+    [ -x "$OPERATOR_BIN" ] || fail "no operator binary at $OPERATOR_BIN (build it first)"
+    sed -e "s|__OPERATOR_BIN__|$(cd "$(dirname "$OPERATOR_BIN")" && pwd)/$(basename "$OPERATOR_BIN")|" \
+        -e "s|__REPO__|$REPO_ROOT|g" "$E2E_ROOT/testdata/image-map-operator.yaml" >"$E2E_DIR/image-map.yaml"
+    cluster_up --fleet "$fleet" "$@" -- --image-map "$E2E_DIR/image-map.yaml" --rbac
+}
+
+chart_on_exit() {
+    local rc=$?
+    # The operator's pods (Deployment and hooks) log to kubesim's logs/<ns>_<pod>_<container>.log.
+    local logs=("$E2E_DIR"/logs/*_gpu-operator-*.log)
+    if [ $rc -ne 0 ]; then
+        k get pods -A -o wide >&2 2>/dev/null || true
+        k describe clusterpolicy >&2 2>/dev/null || true
+        for f in "${logs[@]}"; do
+            [ -f "$f" ] || continue
+            echo "--- last lines of $(basename "$f") ---" >&2
+            tail -n 30 "$f" >&2 || true
+        done
+    fi
+    # A sanitizer build of the operator (OPERATOR_BIN) reports when it exits: stop the cluster
+    # (and with it the operator's processes) first; any report fails the run.
+    "$E2E_ROOT/cluster" down --dir "$E2E_DIR" >/dev/null 2>&1 || true
+    logs=("$E2E_DIR"/logs/*_gpu-operator-*.log)
+    if [ -f "${logs[0]}" ] && grep -qE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "${logs[@]}"; then
+        echo "FAIL: the operator's sanitizer reported errors:" >&2
+        grep -E -A20 "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "${logs[@]}" | head -60 >&2
+        rc=1
+    fi
+    (exit $rc)
+    cleanup
+}
+trap chart_on_exit EXIT
+
+cp_state() { k get clusterpolicy "${1:-cluster-policy}" -o jsonpath='{.status.state}'; }
+
+# pods_on NODE: "name=phase" of the gpu-operator pods on NODE, one a line.
+pods_on() {
+    k get pods -n gpu-operator --field-selector "spec.nodeName=$1" \
+        -o jsonpath='{range .items[*]}{.metadata.name}={.status.phase}{"\n"}{end}'
+}
+
+# ds_image NAME CONTAINER: the image of a container of an operand DaemonSet.
+ds_image() {
+    k get ds -n gpu-operator "$1" -o jsonpath="{.spec.template.spec.containers[?(@.name==\"$2\")].image}"
+}
+
+# ds_image_ns NAME CONTAINER: as ds_image, in $NS.
+ds_image_ns() {
+    k get ds -n "$NS" "$1" -o jsonpath="{.spec.template.spec.containers[?(@.name==\"$2\")].image}"
+}

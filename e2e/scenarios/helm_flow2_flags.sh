@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# User flow 2 with the Helm chart: the blog-post command on p4d.24xlarge-like nodes (8×A100 whose
+# MIG mode changes need a reboot). Every flag has its effect: migManager.WITH_REBOOT reaches the
+# MIG manager's env (so the reboot-only nodes reach success), migManager.default labels the nodes
+# all-balanced (16/8/8 under the mixed strategy), operator.defaultRuntime reaches the toolkit,
+# the versions reach the DaemonSet images. A mistyped key fails the install naming the key.
+source "$(dirname "$0")/../lib.sh"
+source "$E2E_ROOT/lib_gpu.sh"
+source "$E2E_ROOT/lib_chart.sh"
+cd "$REPO_ROOT"
+
+chart_cluster_up "$E2E_ROOT/testdata/fleet-p4d.yaml" --nodesim --reboot-ms=1500 --nodesim --mig-apply-ms=300
+NS=default # the command names no namespace
+kd() { k -n "$NS" "$@"; }
+
+step "a mistyped key fails helm install with a message naming it"
+out=$(assert_fails "WITH_REBOT" h upgrade --install gpuo charts/gpu-operator --set migManager.WITH_REBOT=true "${PORT_FLAGS[@]}")
+assert_contains "names the key" "migManager: Additional property WITH_REBOT is not allowed" "$out"
+out=$(assert_fails "unknown runtime" h upgrade --install gpuo charts/gpu-operator --set operator.defaultRuntime=containerdd "${PORT_FLAGS[@]}")
+assert_contains "names the value" "operator.defaultRuntime" "$out"
+out=$(assert_fails "nfd" h upgrade --install gpuo charts/gpu-operator --set nfd.enabled=true "${PORT_FLAGS[@]}")
+assert_contains "NFD not shipped" "does not ship Node Feature Discovery" "$out"
+assert_eq "nothing installed" "" "$(h list -q)"
+
+step "the blog-post command"
+h upgrade --install gpuo charts/gpu-operator \
+  --set driver.enabled=true --set mig.strategy=mixed --set devicePlugin.enabled=true \
+  --set migManager.enabled=true --set migManager.WITH_REBOOT=true \
+  --set toolkit.version=v1.13.1-centos7 --set operator.defaultRuntime=containerd \
+  --set gfd.version=v0.8.0 --set devicePlugin.version=v0.13.0 --set migManager.default=all-balanced \
+  "${PORT_FLAGS[@]}" >"$E2E_DIR/install.out" 2>&1 || { cat "$E2E_DIR/install.out" >&2; fail "helm upgrade --install"; }
+assert_contains "release" "STATUS: deployed" "$(cat "$E2E_DIR/install.out")"
+
+step "the ClusterPolicy carries each flag"
+cp() { k get clusterpolicy cluster-policy -o jsonpath="$1"; }
+assert_eq "mig.strategy" "mixed" "$(cp '{.spec.mig.strategy}')"
+assert_eq "migManager.config.default" "all-balanced" "$(cp '{.spec.migManager.config.default}')"
+assert_eq "migManager env" "WITH_REBOOT=true" "$(cp '{range .spec.migManager.env[*]}{.name}={.value}{end}')"
+assert_eq "operator.defaultRuntime" "containerd" "$(cp '{.spec.operator.defaultRuntime}')"
+
+step "operands: versions in the images, WITH_REBOOT and the runtime in the env"
+until_eq "MIG manager DaemonSet" "daemonset.apps/nvidia-mig-manager" 60 kd get ds nvidia-mig-manager -o name
+assert_eq "WITH_REBOOT on the MIG manager" "true" \
+    "$(kd get ds nvidia-mig-manager -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="WITH_REBOOT")].value}')"
+until_eq "toolkit image" "nvcr.io/nvidia/k8s/container-toolkit:v1.13.1-centos7" 60 \
+    ds_image_ns nvidia-container-toolkit-daemonset nvidia-container-toolkit-ctr
+assert_eq "toolkit runtime" "containerd" \
+    "$(kd get ds nvidia-container-toolkit-daemonset -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="RUNTIME")].value}')"
+until_eq "device plugin image" "nvcr.io/nvidia/k8s-device-plugin:v0.13.0" 60 \
+    ds_image_ns nvidia-device-plugin-daemonset nvidia-device-plugin
+until_eq "GFD image" "nvcr.io/nvidia/k8s-device-plugin:v0.8.0" 60 \
+    ds_image_ns gpu-feature-discovery gpu-feature-discovery
+assert_eq "device plugin MIG strategy" "mixed" \
+    "$(kd get ds nvidia-device-plugin-daemonset -o jsonpath='{.spec.template.spec.containers[?(@.name=="nvidia-device-plugin")].env[?(@.name=="MIG_STRATEGY")].value}')"
+
+step "migManager.default: both nodes labelled all-balanced, rebooted, success, 16/8/8"
+for n in p4d-0 p4d-1; do
+    until_eq "$n mig.config" "all-balanced" 60 node_label "$n" nvidia.com/mig.config
+done
+for n in p4d-0 p4d-1; do
+    until_eq "$n mig.config.state" "success" 60 node_label "$n" nvidia.com/mig.config.state
+    until_eq "$n capacity" "nvidia.com/gpu=0 nvidia.com/mig-1g.5gb=16 nvidia.com/mig-2g.10gb=8 nvidia.com/mig-3g.20gb=8" 30 \
+        node_gpu_resources "$n"
+done
+assert_eq "rebooted for the mode change" "boot-1" "$(k get node p4d-0 -o jsonpath='{.status.nodeInfo.bootID}')"
+until_eq "ClusterPolicy ready" "ready" 90 k get clusterpolicy cluster-policy -o jsonpath='{.status.state}'
+assert_eq "nothing on the CPU node" "" "$(node_label cpu-0 nvidia.com/mig.config)"
+echo "PASS helm_flow2_flags"

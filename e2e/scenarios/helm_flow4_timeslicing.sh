@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# User flow 4 with the Helm chart: a time-slicing ConfigMap created with kubectl and named with
+# --set devicePlugin.config.name: the 4×T4 node shows gpu.count=4, Tesla-T4-SHARED, replicas 4 and
+# 16 nvidia.com/gpu. Then the chart creates the ConfigMap itself (devicePlugin.config.create/data,
+# two keys and a default): a helm upgrade moves the nodes to it, and a node's
+# nvidia.com/device-plugin.config label picks the other key.
+source "$(dirname "$0")/../lib.sh"
+source "$E2E_ROOT/lib_gpu.sh"
+source "$E2E_ROOT/lib_chart.sh"
+cd "$REPO_ROOT"
+
+chart_cluster_up "$E2E_ROOT/testdata/fleet-nodesim.yaml"
+
+step "kubectl create the time-slicing ConfigMap, helm install naming it"
+cat >"$E2E_DIR/time-slicing-config.yaml" <<'YAML'
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: time-slicing-config
+data:
+  any: |-
+    version: v1
+    flags:
+      migStrategy: none
+    sharing:
+      timeSlicing:
+        renameByDefault: false
+        failRequestsGreaterThanOne: false
+        resources:
+          - name: nvidia.com/gpu
+            replicas: 4
+YAML
+k create namespace gpu-operator >/dev/null
+k create -n gpu-operator -f "$E2E_DIR/time-slicing-config.yaml" >/dev/null
+h install gpu-operator charts/gpu-operator -n gpu-operator \
+  --set devicePlugin.config.name=time-slicing-config "${PORT_FLAGS[@]}" >/dev/null
+assert_eq "policy names the ConfigMap" "time-slicing-config" \
+    "$(k get clusterpolicy cluster-policy -o jsonpath='{.spec.devicePlugin.config.name}')"
+assert_eq "no default in the policy" "" \
+    "$(k get clusterpolicy cluster-policy -o jsonpath='{.spec.devicePlugin.config.default}')"
+
+step "kubectl describe node t4-0: count 4, Tesla-T4-SHARED, replicas 4, capacity 16"
+until_eq "T4 capacity" "16" 60 node_res t4-0 capacity nvidia.com/gpu
+d=$(k describe node t4-0)
+assert_contains "gpu.count" "nvidia.com/gpu.count=4" "$d"
+assert_contains "product" "nvidia.com/gpu.product=Tesla-T4-SHARED" "$d"
+assert_contains "replicas" "nvidia.com/gpu.replicas=4" "$d"
+assert_eq "T4 allocatable" "16" "$(node_res t4-0 allocatable nvidia.com/gpu)"
+until_eq "A100s time-sliced too" "32" 30 node_res p4d-0 capacity nvidia.com/gpu
+until_eq "ClusterPolicy ready" "ready" 90 cp_state
+
+step "devicePlugin.config.create/data: the chart's own ConfigMap, a default key and a per-node key"
+cat >"$E2E_DIR/values-ts.yaml" <<'YAML'
+devicePlugin:
+  config:
+    name: chart-time-slicing
+    default: two
+    create: true
+    data:
+      two: |-
+        version: v1
+        sharing:
+          timeSlicing:
+            resources:
+              - name: nvidia.com/gpu
+                replicas: 2
+      eight: |-
+        version: v1
+        sharing:
+          timeSlicing:
+            resources:
+              - name: nvidia.com/gpu
+                replicas: 8
+YAML
+h upgrade gpu-operator charts/gpu-operator -n gpu-operator -f "$E2E_DIR/values-ts.yaml" "${PORT_FLAGS[@]}" >/dev/null
+assert_eq "ConfigMap from the chart" "Helm" \
+    "$(k get configmap chart-time-slicing -n gpu-operator -o jsonpath='{.metadata.labels.app\.kubernetes\.io/managed-by}')"
+assert_contains "its keys" "replicas: 8" "$(k get configmap chart-time-slicing -n gpu-operator -o jsonpath='{.data.eight}')"
+until_eq "T4 on the default key" "8" 60 node_res t4-0 capacity nvidia.com/gpu
+until_eq "T4 replicas label" "2" 30 node_label t4-0 nvidia.com/gpu.replicas
+k label node t4-0 nvidia.com/device-plugin.config=eight >/dev/null
+until_eq "T4 on its own key" "32" 60 node_res t4-0 capacity nvidia.com/gpu
+assert_eq "A100 stays on the default" "16" "$(node_res p4d-0 capacity nvidia.com/gpu)"
+
+step "create without data is refused with a message"
+out=$(assert_fails "create without data" h upgrade gpu-operator charts/gpu-operator -n gpu-operator \
+    --set devicePlugin.config.create=true --set devicePlugin.config.name=x "${PORT_FLAGS[@]}")
+assert_contains "message" "devicePlugin.config.create=true needs devicePlugin.config.data" "$out"
+echo "PASS helm_flow4_timeslicing"
