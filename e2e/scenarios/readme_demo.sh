@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The README's first command, scripts/demo.sh, end to end (with the test build instead of its own):
+# it reaches ready, partitions p4d-0 with all-balanced, shows the new capacity, exits 0 and leaves
+# nothing running.
+source "$(dirname "$0")/../lib.sh"
+[ "$E2E_CLUSTER" = kubesim ] || { echo "SKIP readme_demo: the demo brings its own kubesim"; exit 0; }
+
+before=$(pgrep -f "$BUILD_DIR/(kubesim|nodesim|gpu-operator)" | sort || true)
+out=$(DEMO_BUILD_DIR="$BUILD_DIR" TMPDIR="$E2E_DIR" bash "$REPO_ROOT/scripts/demo.sh" 2>&1) ||
+    fail "demo failed:
+$out"
+assert_contains "progress reached ready" "ClusterPolicy: ready" "$out"
+assert_contains "MIG applied" "all-balanced/success" "$out"
+assert_contains "new capacity" "nvidia.com/mig-1g.5gb      16" "$out"
+assert_contains "new capacity" "nvidia.com/mig-3g.20gb     8" "$out"
+assert_contains "teardown" "done: tearing the cluster down" "$out"
+after=$(pgrep -f "$BUILD_DIR/(kubesim|nodesim|gpu-operator)" | sort || true)
+assert_eq "nothing left running" "$before" "$after"
+assert_eq "no demo directory left" "" "$(ls -d "$E2E_DIR"/gpu-operator-demo.* 2>/dev/null || true)"
+echo "PASS readme_demo"
