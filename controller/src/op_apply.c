@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "kc_log.h"
@@ -262,6 +263,37 @@ static void fan_out_nodes(op_controller *c)
     json_decref(nodes);
 }
 
+/* The OS most GPU nodes run, as NVIDIA tags driver images ("ubuntu22.04"), from NFD's
+ * system-os_release labels; "" when no GPU node says. */
+static void nodes_os(op_controller *c, char *out, size_t size)
+{
+    kc_map *count = kc_map_new();
+    json_t *nodes = kc_informer_list(c->nodes);
+    size_t i, best = 0;
+    const json_t *n;
+    out[0] = '\0';
+    json_array_foreach(nodes, i, n)
+    {
+        const json_t *l = json_object_get(json_object_get(n, "metadata"), "labels");
+        const char *id = json_string_value(
+            json_object_get(l, "feature.node.kubernetes.io/system-os_release.ID"));
+        const char *ver = json_string_value(
+            json_object_get(l, "feature.node.kubernetes.io/system-os_release.VERSION_ID"));
+        if (!id || !ver || !op_node_is_gpu(n) || !count)
+            continue;
+        char os[64];
+        snprintf(os, sizeof(os), "%s%s", id, ver);
+        size_t k = (size_t)(uintptr_t)kc_map_get(count, os) + 1;
+        kc_map_put(count, os, (void *)(uintptr_t)k, NULL);
+        if (k > best || (k == best && strcmp(os, out) < 0)) {
+            best = k;
+            snprintf(out, size, "%s", os);
+        }
+    }
+    json_decref(nodes);
+    kc_map_free(count, NULL);
+}
+
 long op_reconcile_policy(op_controller *c)
 {
     json_t *all = kc_informer_list(c->policies);
@@ -308,10 +340,13 @@ long op_reconcile_policy(op_controller *c)
 
     /* Render everything first: a spec that cannot be rendered changes nothing. */
     json_t *owner = op_policy_owner_ref(active);
+    char driver_os[64];
+    nodes_os(c, driver_os, sizeof(driver_os));
     op_render_ctx ctx = {.spec = json_object_get(active, "spec"),
                          .ns = c->ns,
                          .owner = owner,
-                         .operator_image = c->o.operator_image};
+                         .operator_image = c->o.operator_image,
+                         .driver_os = driver_os};
     size_t n_states = op_states_count(c->o.states);
     json_t *rendered = json_array();
     json_t *keep = json_object();

@@ -189,6 +189,8 @@ static void on_node_add(kc_informer *i, const json_t *o, void *ud)
     op_controller *c = ud;
     queue_node(c, o);
     kc_workqueue_add_after(c->q, OP_KEY_STATUS, 200);
+    /* The driver image follows the GPU nodes' OS. */
+    kc_workqueue_add_after(c->q, OP_KEY_POLICY, 200);
 }
 static void on_node_upd(kc_informer *i, const json_t *a, const json_t *b, void *ud)
 {

@@ -44,6 +44,9 @@ typedef struct op_render_ctx {
                                    scoped objects get it too */
     const char *operator_image; /* fallback image for the validator when spec.validator names
                                    none (may be NULL) */
+    const char *driver_os;      /* the GPU nodes' OS as NVIDIA tags driver images, e.g.
+                                   "ubuntu22.04": the driver image's tag gets "-<os>" (replacing
+                                   an OS suffix it has), as NVIDIA's operator does; NULL: kept */
 } op_render_ctx;
 
 /* Whether the spec enables state i (NVIDIA's defaults: driver.enabled, toolkit.enabled, ...;

@@ -171,6 +171,35 @@ static kc_code apply_secret_env(op_tctx *t, const json_t *drv, json_t *ctr)
     return KC_OK;
 }
 
+/* Driver images are published per OS ("550.90.07-ubuntu22.04"): the tag gets the nodes' OS,
+ * replacing an OS suffix it carries; a digest is left alone. */
+static kc_code driver_os_tag(op_tctx *t, json_t *ctr)
+{
+    const char *img = json_string_value(json_object_get(ctr, "image"));
+    if (!img || strchr(img, '@'))
+        return KC_OK;
+    const char *slash = strrchr(img, '/');
+    const char *colon = strrchr(slash ? slash : img, ':');
+    if (!colon)
+        return KC_OK;
+    static const char *const oses[] = {"-ubuntu", "-rhel",   "-rhcos", "-centos", "-sles",
+                                       "-amzn",   "-debian", "-rocky", NULL};
+    size_t keep = strlen(img);
+    for (int i = 0; oses[i]; i++) {
+        const char *at = strstr(colon, oses[i]);
+        if (at && (size_t)(at - img) < keep) {
+            const char *q = at + strlen(oses[i]);
+            while (*q && (strchr("0123456789.", *q)))
+                q++;
+            if (!*q)
+                keep = (size_t)(at - img);
+        }
+    }
+    char buf[1024];
+    snprintf(buf, sizeof(buf), "%.*s-%s", (int)keep, img, t->ctx->driver_os);
+    return json_object_set_new(ctr, "image", json_string(buf)) == 0 ? KC_OK : OOM(t);
+}
+
 kc_code op_transform_driver(op_tctx *t)
 {
     json_t *ds = op_find_object(t->objs, "DaemonSet", NULL);
@@ -204,5 +233,7 @@ kc_code op_transform_driver(op_tctx *t)
     rc = op_apply_component(t, ds, &driver);
     if (rc == KC_OK)
         rc = op_apply_component(t, ds, &manager);
+    if (rc == KC_OK && ctr && t->ctx->driver_os && *t->ctx->driver_os)
+        rc = driver_os_tag(t, ctr);
     return rc;
 }

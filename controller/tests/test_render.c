@@ -1059,3 +1059,44 @@ Test(op_image, malformed)
     cr_expect(strstr(e.msg, "spec.x: must be an object") != NULL, "%s", e.msg);
     json_decref(notobj);
 }
+
+/* Driver images are tagged per OS: the nodes' OS replaces the tag's suffix or is appended. */
+static const char *driver_image_for(const op_states *s, const json_t *spec, const char *os,
+                                    char *buf, size_t size)
+{
+    json_t *own = owner();
+    op_render_ctx ctx = {.spec = spec, .ns = "gpu-operator", .owner = own, .driver_os = os};
+    json_t *objs = NULL;
+    kc_err err;
+    cr_assert_eq(op_render_state(s, (size_t)op_states_find(s, "state-driver"), &ctx, &objs, &err),
+                 KC_OK, "%s", err.msg);
+    json_t *ds = find_kind(objs, "DaemonSet");
+    snprintf(buf, size, "%s",
+             json_string_value(json_object_get(container(ds, "nvidia-driver-ctr"), "image")));
+    json_decref(objs);
+    json_decref(own);
+    return buf;
+}
+
+Test(render_behaviour, driver_image_tag_follows_the_nodes_os)
+{
+    op_states *s = load_states();
+    char buf[512];
+    json_t *spec = spec_yaml("driver: {repository: nvcr.io/nvidia, image: driver, version: "
+                             "\"550.90.07\"}\n");
+    cr_assert_str_eq(driver_image_for(s, spec, "ubuntu22.04", buf, sizeof(buf)),
+                     "nvcr.io/nvidia/driver:550.90.07-ubuntu22.04");
+    cr_assert_str_eq(driver_image_for(s, spec, NULL, buf, sizeof(buf)),
+                     "nvcr.io/nvidia/driver:550.90.07", "without nodes' OS the tag is kept");
+    json_decref(spec);
+    spec = spec_yaml("driver: {version: \"550.90.07-rhel9.4\"}\n");
+    cr_assert_str_eq(driver_image_for(s, spec, "ubuntu22.04", buf, sizeof(buf)) + strlen(buf) -
+                         strlen("550.90.07-ubuntu22.04"),
+                     "550.90.07-ubuntu22.04", "an OS suffix is replaced: %s", buf);
+    json_decref(spec);
+    spec = spec_yaml("{}\n");
+    driver_image_for(s, spec, "ubuntu22.04", buf, sizeof(buf));
+    cr_assert(strstr(buf, "-ubuntu22.04") && !strstr(buf, "24.04"), "default image: %s", buf);
+    json_decref(spec);
+    op_states_free(s);
+}
