@@ -198,7 +198,8 @@ static size_t unlabel_nodes(op_controller *c)
             bool deploy = !strncmp(k, "nvidia.com/gpu.deploy.", 22) &&
                           strcmp(k, "nvidia.com/gpu.deploy.operands") && val &&
                           (!strcmp(val, "true") || !strcmp(val, "false"));
-            if (deploy || !strcmp(k, "nvidia.com/gpu.present"))
+            if (deploy || !strcmp(k, "nvidia.com/gpu.present") ||
+                !strcmp(k, "nvidia.com/gpu-driver-upgrade-state"))
                 json_object_set_new(patch, k, json_null());
         }
         if (json_object_size(patch) || json_object_size(ann)) {

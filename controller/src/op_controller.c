@@ -243,22 +243,37 @@ static void on_owned_upd(kc_informer *i, const json_t *a, const json_t *b, void 
     if (!x || !y || strcmp(x, y) != 0)
         kc_workqueue_add(c->q, OP_KEY_POLICY);
     kc_workqueue_add_after(c->q, OP_KEY_STATUS, 200);
+    /* A new driver template generation starts the node-by-node driver upgrade. */
+    const char *name = json_string_value(json_object_get(json_object_get(b, "metadata"), "name"));
+    json_int_t ga =
+        json_integer_value(json_object_get(json_object_get(a, "metadata"), "generation"));
+    json_int_t gb =
+        json_integer_value(json_object_get(json_object_get(b, "metadata"), "generation"));
+    if (name && ga != gb && !strcmp(name, op_stage_daemonset(OP_STAGE_DRIVER))) {
+        json_t *nodes = kc_informer_list(c->nodes);
+        size_t k;
+        const json_t *n;
+        json_array_foreach(nodes, k, n) queue_node(c, n);
+        json_decref(nodes);
+    }
 }
 
-/* Keeps what the operator reads of a Node: identity, labels, annotations and allocatable. */
+/* Keeps what the operator reads of a Node: identity, labels, annotations, allocatable and
+ * whether it is cordoned. */
 static json_t *node_transform(json_t *obj, const kc_resource *res, void *ud)
 {
     (void)res;
     (void)ud;
     const json_t *m = json_object_get(obj, "metadata");
     json_t *out = json_pack(
-        "{s:s, s:s, s:{s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:O*}, s:{s:O*}}", "apiVersion", "v1",
-        "kind", "Node", "metadata", "name", json_object_get(m, "name"), "uid",
+        "{s:s, s:s, s:{s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:O*}, s:{s:O*}, s:{s:O*}}",
+        "apiVersion", "v1", "kind", "Node", "metadata", "name", json_object_get(m, "name"), "uid",
         json_object_get(m, "uid"), "resourceVersion", json_object_get(m, "resourceVersion"),
         "creationTimestamp", json_object_get(m, "creationTimestamp"), "labels",
         json_object_get(m, "labels"), "annotations", json_object_get(m, "annotations"),
         "deletionTimestamp", json_object_get(m, "deletionTimestamp"), "status", "allocatable",
-        json_object_get(json_object_get(obj, "status"), "allocatable"));
+        json_object_get(json_object_get(obj, "status"), "allocatable"), "spec", "unschedulable",
+        json_object_get(json_object_get(obj, "spec"), "unschedulable"));
     json_decref(obj);
     return out;
 }
@@ -384,13 +399,14 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     c->workers = calloc((size_t)c->n_workers, sizeof(*c->workers));
     c->results = kc_map_new();
     c->event_at = kc_map_new();
+    c->admitted = kc_map_new();
     c->pods_by_node = kc_map_new();
     c->ds_by_state = json_object();
     c->kinds = calloc(N_KINDS, sizeof(*c->kinds));
     pthread_mutex_init(&c->mu, NULL);
     atomic_init(&c->synced, false);
     kc_code rc = KC_OK;
-    if (!c->ns || !c->workers || !c->results || !c->event_at || !c->pods_by_node ||
+    if (!c->ns || !c->workers || !c->results || !c->event_at || !c->admitted || !c->pods_by_node ||
         !c->ds_by_state || !c->kinds) {
         rc = kc_err_set(err, KC_ENOMEM, "out of memory");
         goto fail;
@@ -508,6 +524,7 @@ void op_controller_free(op_controller *c)
     kc_client_free(c->watch);
     kc_map_free(c->results, free);
     kc_map_free(c->event_at, free);
+    kc_map_free(c->admitted, NULL);
     if (c->pods_by_node) {
         size_t pos = 0;
         void *v;

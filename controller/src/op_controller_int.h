@@ -63,6 +63,7 @@ struct op_controller {
     kc_metric *m_state_nodes, *m_duration;
     kc_series *m_delay; /* event received → resulting write, per node transition */
     kc_map *event_at;   /* node key → first unprocessed event time (boxed ms), under mu */
+    kc_map *admitted;   /* nodes admitted to a driver upgrade, not yet seen so in the cache */
 };
 
 /* ---- op_apply.c: the policy reconciler ---- */

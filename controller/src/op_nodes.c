@@ -120,6 +120,153 @@ static void explain_mig_failure(op_controller *c, const json_t *node, const json
     json_decref(cm);
 }
 
+/* ---- the driver upgrade (OnDelete driver DaemonSet, NVIDIA's upgrade-state label) ---- */
+
+#define UPGRADE_LABEL "nvidia.com/gpu-driver-upgrade-state"
+#define CORDONED_ANN  "nvidia.com/gpu-driver-upgrade.cordoned-by-operator"
+
+static bool upgrade_active(const char *st)
+{
+    return st && (!strcmp(st, "cordon-required") || !strcmp(st, "pod-restart-required") ||
+                  !strcmp(st, "validation-required") || !strcmp(st, "uncordon-required"));
+}
+
+/* Admits a node to the driver upgrade when fewer than max nodes are under way: those whose label
+ * says so in the cache plus those admitted by this process whose label the cache does not show
+ * yet (workers run in parallel: the check and the admission happen under one lock). */
+static bool upgrade_admit(op_controller *c, const char *node, long max)
+{
+    json_t *nodes = kc_informer_list(c->nodes);
+    pthread_mutex_lock(&c->mu);
+    long n = 0;
+    size_t i;
+    const json_t *o;
+    json_array_foreach(nodes, i, o)
+    {
+        const char *nm = str_at(o, "metadata", "name");
+        const char *st = json_string_value(json_object_get(
+            json_object_get(json_object_get(o, "metadata"), "labels"), UPGRADE_LABEL));
+        bool active = upgrade_active(st);
+        if (active && nm)
+            kc_map_remove(c->admitted, nm); /* the cache caught up */
+        if (active || (nm && kc_map_get(c->admitted, nm)))
+            n++;
+    }
+    bool ok = max <= 0 || n < max;
+    if (ok)
+        kc_map_put(c->admitted, node, (void *)1, NULL);
+    pthread_mutex_unlock(&c->mu);
+    json_decref(nodes);
+    return ok;
+}
+
+static kc_code node_patch(op_controller *c, const char *name, json_t *patch, kc_err *err)
+{
+    kc_code rc =
+        kc_patch(c->api, &KC_RES_NODES, NULL, name, KC_PATCH_MERGE, patch, NULL, NULL, err);
+    json_decref(patch);
+    return rc;
+}
+
+/* One step of a node's driver upgrade: a driver pod from an older template generation is
+ * replaced node by node (at most maxParallelUpgrades at once, default 1): cordon, delete the pod
+ * (the DaemonSet recreates it from the new template), wait for the new driver to validate,
+ * uncordon. autoUpgrade false only marks nodes upgrade-required (the user deletes the pods).
+ * Returns a requeue delay or -1. */
+static long driver_upgrade(op_controller *c, const json_t *node, const json_t *policy,
+                           const json_t *driver_pod, const op_gate_out *gate, bool *wrote)
+{
+    const json_t *spec = json_object_get(policy, "spec");
+    if (!op_spec_enabled(spec, "driver", true))
+        return -1;
+    json_t *ds = kc_informer_get(c->daemonsets, c->ns, op_stage_daemonset(OP_STAGE_DRIVER));
+    long long gen =
+        json_integer_value(json_object_get(json_object_get(ds, "metadata"), "generation"));
+    json_decref(ds);
+    const char *name = str_at(node, "metadata", "name");
+    const json_t *labels = json_object_get(json_object_get(node, "metadata"), "labels");
+    const char *st = json_string_value(json_object_get(labels, UPGRADE_LABEL));
+    const char *pg = driver_pod
+                         ? json_string_value(json_object_get(
+                               json_object_get(json_object_get(driver_pod, "metadata"), "labels"),
+                               "pod-template-generation"))
+                         : NULL;
+    bool outdated = gen > 0 && pg && atoll(pg) < gen;
+    const json_t *up = json_object_get(json_object_get(spec, "driver"), "upgradePolicy");
+    const json_t *au = json_object_get(up, "autoUpgrade");
+    bool autoup = json_is_boolean(au) ? json_is_true(au) : true;
+    const json_t *mp = json_object_get(up, "maxParallelUpgrades");
+    long max_parallel = json_is_integer(mp) ? (long)json_integer_value(mp) : 1;
+    const char *next = NULL;
+    json_t *extra = NULL;
+    kc_err err;
+    if (!st || !strcmp(st, "upgrade-done")) {
+        if (outdated)
+            next = "upgrade-required";
+    } else if (!strcmp(st, "upgrade-required")) {
+        if (!outdated)
+            next = "upgrade-done";
+        else if (autoup && upgrade_admit(c, name, max_parallel))
+            next = "cordon-required";
+        else if (autoup)
+            return 2000; /* waiting for a slot */
+    } else if (!strcmp(st, "cordon-required")) {
+        const json_t *uns = json_object_get(json_object_get(node, "spec"), "unschedulable");
+        next = "pod-restart-required";
+        if (!json_is_true(uns))
+            extra = json_pack("{s:{s:b}, s:{s:{s:s}}}", "spec", "unschedulable", 1, "metadata",
+                              "annotations", CORDONED_ANN, "true");
+    } else if (!strcmp(st, "pod-restart-required")) {
+        if (!outdated && driver_pod)
+            next = "validation-required";
+        else if (driver_pod &&
+                 !json_object_get(json_object_get(driver_pod, "metadata"), "deletionTimestamp")) {
+            kc_code rc =
+                kc_delete(c->api, &KC_RES_PODS, c->ns, str_at(driver_pod, "metadata", "name"),
+                          KC_PROPAGATE_BACKGROUND, NULL, &err);
+            *wrote = true;
+            if (rc != KC_OK && rc != KC_ENOTFOUND)
+                kc_warn("driver upgrade: cannot delete the driver pod", "node=%s err=\"%s\"", name,
+                        err.msg);
+            else
+                kc_info("driver upgrade: driver pod deleted", "node=%s", name);
+            return 1000;
+        }
+    } else if (!strcmp(st, "validation-required")) {
+        if (gate->stage > OP_STAGE_DRIVER || gate->phase == OP_NODE_DONE)
+            next = "uncordon-required";
+    } else if (!strcmp(st, "uncordon-required")) {
+        next = "upgrade-done";
+        if (json_string_value(json_object_get(
+                json_object_get(json_object_get(node, "metadata"), "annotations"), CORDONED_ANN)))
+            extra = json_pack("{s:{s:b}, s:{s:{s:n}}}", "spec", "unschedulable", 0, "metadata",
+                              "annotations", CORDONED_ANN);
+    }
+    if (!next)
+        return -1;
+    json_t *patch = extra ? extra : json_object();
+    json_t *meta = json_object_get(patch, "metadata");
+    if (!meta) {
+        meta = json_object();
+        json_object_set_new(patch, "metadata", meta);
+    }
+    json_object_set_new(meta, "labels", json_pack("{s:s}", UPGRADE_LABEL, next));
+    *wrote = true;
+    if (node_patch(c, name, patch, &err) != KC_OK) {
+        kc_warn("driver upgrade: cannot update the node", "node=%s err=\"%s\"", name, err.msg);
+        if (!strcmp(next, "cordon-required")) {
+            pthread_mutex_lock(&c->mu);
+            kc_map_remove(c->admitted, name); /* give the slot back */
+            pthread_mutex_unlock(&c->mu);
+        }
+        return 1000;
+    }
+    kc_info("driver upgrade", "node=%s state=%s", name, next);
+    if (strcmp(next, "upgrade-done") || st)
+        kc_event_record(c->events, node, "Normal", "DriverUpgrade", "driver upgrade: %s", next);
+    return 200;
+}
+
 long op_reconcile_node(op_controller *c, const char *name, bool *wrote)
 {
     *wrote = false;
@@ -164,6 +311,9 @@ long op_reconcile_node(op_controller *c, const char *name, bool *wrote)
         again = 1000;
         goto done;
     }
+    long up = driver_upgrade(c, node, policy, in.stage[OP_STAGE_DRIVER].operand_pod, &out, wrote);
+    if (up >= 0 && (again < 0 || up < again))
+        again = up;
     if (json_object_size(out.labels) > 0 || json_object_size(out.annotations) > 0) {
         json_t *patch = json_pack("{s:{s:O, s:O}}", "metadata", "labels", out.labels, "annotations",
                                   out.annotations);

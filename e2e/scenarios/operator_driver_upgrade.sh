@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A driver version change (the driver DaemonSet is OnDelete): the operator upgrades node by node
+# (maxParallelUpgrades 1) through NVIDIA's nvidia.com/gpu-driver-upgrade-state labels: cordon,
+# driver pod replaced from the new template, driver validated again, uncordon, upgrade-done; the
+# ClusterPolicy is ready again with every driver pod on the new image. With autoUpgrade false the
+# nodes are only marked upgrade-required.
+source "$(dirname "$0")/../lib.sh"
+source "$E2E_ROOT/lib_gpu.sh"
+source "$E2E_ROOT/lib_operator.sh"
+
+cluster_up --fleet "$E2E_ROOT/testdata/fleet-nodesim.yaml"
+install_crd
+k create namespace gpu-operator >/dev/null
+operator_start
+k apply -f "$E2E_ROOT/testdata/clusterpolicy-mixed.yaml" >/dev/null
+until_eq "ready" "ready" 120 cp_state
+drv_images() {
+    k get pods -n gpu-operator -l app=nvidia-driver-daemonset \
+        -o jsonpath='{range .items[*]}{.spec.containers[0].image}{"\n"}{end}' | sed 's/.*://' | sort | uniq -c | awk '{print $1 "x" $2}' | tr '\n' ' '
+}
+assert_eq "driver pods, OS-tagged" "3x595.91.07-ubuntu22.04 " "$(drv_images)"
+
+step "autoUpgrade false: nodes are marked, nothing restarts"
+k patch clusterpolicy cluster-policy --type merge \
+    -p '{"spec":{"driver":{"version":"560.35.03","upgradePolicy":{"autoUpgrade":false}}}}' >/dev/null
+until_eq "marked" "upgrade-required upgrade-required upgrade-required" 30 bash -c \
+    "kubectl --kubeconfig $KUBECONFIG_E2E get nodes -l feature.node.kubernetes.io/pci-10de.present=true -o jsonpath='{.items[*].metadata.labels.nvidia\.com/gpu-driver-upgrade-state}'"
+sleep 1
+assert_eq "old driver pods still run" "3x595.91.07-ubuntu22.04 " "$(drv_images)"
+
+step "autoUpgrade true: one node at a time, cordoned, re-validated, uncordoned"
+k patch clusterpolicy cluster-policy --type merge -p '{"spec":{"driver":{"upgradePolicy":{"autoUpgrade":true,"maxParallelUpgrades":1}}}}' >/dev/null
+max=0
+end=$((SECONDS + 120))
+while [ $SECONDS -lt $end ]; do
+    states=$(k get nodes -l feature.node.kubernetes.io/pci-10de.present=true -o jsonpath='{.items[*].metadata.labels.nvidia\.com/gpu-driver-upgrade-state}')
+    busy=$(tr ' ' '\n' <<<"$states" | grep -cE 'cordon-required|pod-restart-required|validation-required|uncordon-required' || true)
+    [ "$busy" -le "$max" ] || max=$busy
+    [ "$states" = "upgrade-done upgrade-done upgrade-done" ] && break
+    sleep 0.2
+done
+assert_eq "all upgraded" "upgrade-done upgrade-done upgrade-done" "$states"
+assert_eq "never more than one node at a time" "1" "$max"
+assert_eq "new driver pods" "3x560.35.03-ubuntu22.04 " "$(drv_images)"
+assert_eq "nobody left cordoned" "" "$(k get nodes -o jsonpath='{.items[?(@.spec.unschedulable==true)].metadata.name}')"
+until_eq "ready" "ready" 60 cp_state
+assert_contains "Events" "DriverUpgrade" "$(k get events -A --field-selector reason=DriverUpgrade -o jsonpath='{.items[*].reason}')"
+echo "PASS operator_driver_upgrade"
