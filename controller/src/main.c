@@ -279,7 +279,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpu-operator: %s\n", err.msg);
         goto out;
     }
+    /* Who this replica is: the Lease holder identity and part of its API user agent. */
+    char host[128] = "", id[200];
+    gethostname(host, sizeof(host) - 1);
+    snprintf(id, sizeof(id), "%s_%d", host, (int)getpid());
     op_controller_opts co = {.config = cfg,
+                             .identity = id,
                              .ns = ns,
                              .states = states,
                              .operator_image = image,
@@ -308,9 +313,6 @@ int main(int argc, char **argv)
     pthread_create(&sig, NULL, signal_thread, &set);
     pthread_detach(sig);
     if (leader_elect) {
-        char host[128] = "", id[200];
-        gethostname(host, sizeof(host) - 1);
-        snprintf(id, sizeof(id), "%s_%d", host, (int)getpid());
         kc_client_opts lo = {
             .timeout_ms = 4000, .max_retries = 1, .user_agent = "gpu-operator/leader"};
         kc_leader_config lc = {.namespace_ = leader_ns ? leader_ns : ns,

@@ -359,7 +359,8 @@ static void on_stop(uv_async_t *a)
 
 void op_controller_stop(op_controller *c)
 {
-    if (c)
+    /* Before run (a standby replica told to stop) there is no loop to wake. */
+    if (c && atomic_load(&c->running))
         uv_async_send(&c->stop_async);
 }
 
@@ -405,6 +406,7 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     c->kinds = calloc(N_KINDS, sizeof(*c->kinds));
     pthread_mutex_init(&c->mu, NULL);
     atomic_init(&c->synced, false);
+    atomic_init(&c->running, false);
     kc_code rc = KC_OK;
     if (!c->ns || !c->workers || !c->results || !c->event_at || !c->admitted || !c->pods_by_node ||
         !c->ds_by_state || !c->kinds) {
@@ -413,7 +415,11 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     }
     memcpy(c->kinds, kind_table, sizeof(kind_table));
     c->n_kinds = N_KINDS;
-    kc_client_opts co = {.qps = 200, .burst = 400, .user_agent = "gpu-operator"};
+    char agent[256];
+    /* The replica in the product token, which servers use to tell clients apart. */
+    snprintf(agent, sizeof(agent), "gpu-operator%s%s/0.1.0", opts->identity ? "@" : "",
+             opts->identity ? opts->identity : "");
+    kc_client_opts co = {.qps = 200, .burst = 400, .user_agent = agent};
     if ((rc = kc_client_new(opts->config, &co, &c->api, err)) != KC_OK ||
         (rc = kc_client_new(opts->config, &co, &c->watch, err)) != KC_OK)
         goto fail;
@@ -449,6 +455,7 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
     kc_code rc;
     uv_loop_init(&c->loop);
     uv_async_init(&c->loop, &c->stop_async, on_stop);
+    atomic_store(&c->running, true);
     uv_timer_init(&c->loop, &c->tick);
     c->tick.data = c;
     if ((rc = kc_client_attach_loop(c->watch, &c->loop, err)) != KC_OK)
@@ -507,6 +514,7 @@ out:
     for (size_t i = 0; i < c->n_kinds; i++)
         c->kinds[i].inf = NULL;
     kc_client_detach_loop(c->watch);
+    atomic_store(&c->running, false);
     uv_close((uv_handle_t *)&c->stop_async, NULL);
     uv_close((uv_handle_t *)&c->tick, NULL);
     uv_run(&c->loop, UV_RUN_DEFAULT);

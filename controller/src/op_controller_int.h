@@ -48,6 +48,7 @@ struct op_controller {
     int n_workers;
     bool workers_started;
     atomic_bool synced;
+    atomic_bool running; /* the loop and its stop handle exist */
     kc_event_recorder *events;
 
     pthread_mutex_t mu; /* guards everything below */
