@@ -25,6 +25,15 @@ cleanup() {
         fi
         "$E2E_ROOT/cluster" down --dir "$e2e_tmp" >/dev/null 2>&1 || true
     fi
+    # --- conformance lane: stop the nodesim this scenario started on the real cluster
+    if [ "$E2E_CLUSTER" = real ] && [ -f "$e2e_tmp/nodesim.pid" ]; then
+        if [ $rc -ne 0 ]; then
+            echo "--- last nodesim log lines ---" >&2
+            tail -n 40 "$e2e_tmp/nodesim.log" >&2 || true
+        fi
+        "$E2E_ROOT/realcluster" stop-nodesim --state "$e2e_tmp" >/dev/null 2>&1 || true
+    fi
+    # --- end conformance lane
     rm -rf "$e2e_tmp"
     exit $rc
 }
@@ -36,7 +45,38 @@ cluster_up() {
         "$E2E_ROOT/cluster" up --dir "$e2e_tmp" --kubeconfig "$KUBECONFIG_E2E" "$@" >/dev/null
     else
         cp "$KUBECONFIG" "$KUBECONFIG_E2E"
+        # --- conformance lane: the fleet on the real cluster (nodesim, or plain nodes for kwok);
+        # kubesim options are ignored, except --image-map (pods as local processes): kubesim-only.
+        local a
+        for a in "$@"; do
+            [ "$a" != --image-map ] ||
+                skip_scenario "its pods run as local processes through kubesim's --image-map"
+        done
+        "$E2E_ROOT/realcluster" nodes --kubeconfig "$KUBECONFIG_E2E" --state "$e2e_tmp" "$@" >/dev/null
+        # --- end conformance lane
     fi
+}
+
+# crd_established NAME: waits up to 30 s for the CRD to be Established. Not `kubectl wait`: a real
+# API server creates a CRD with "conditions": null until its controller runs, and kubectl 1.32's
+# wait fails at once on that null instead of waiting.
+crd_established() {
+    until_eq "CRD $1 Established" True 30 \
+        k get crd "$1" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}'
+}
+
+# skip_scenario WHY: ends the scenario as skipped (exit 77) where it cannot run by its nature.
+skip_scenario() {
+    echo "SKIP: $*"
+    exit 77
+}
+
+# kubesim_only WHY: true on kubesim; on a real cluster says the step is skipped and why, and is
+# false (use as `if kubesim_only "reason"; then ...; fi` around steps about kubesim itself).
+kubesim_only() {
+    [ "$E2E_CLUSTER" = kubesim ] && return 0
+    echo "--- SKIP on a real cluster (kubesim-only): $*"
+    return 1
 }
 
 # The real kubectl, with a fresh discovery cache per scenario.

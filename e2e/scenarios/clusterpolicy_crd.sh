@@ -19,7 +19,7 @@ cp_get() { k get clusterpolicy "$1" -o jsonpath="$2"; }
 
 step "the CRD is accepted and Established"
 k apply -f "$CRD" >/dev/null
-k wait --for=condition=Established crd/clusterpolicies.nvidia.com --timeout=30s >/dev/null
+crd_established clusterpolicies.nvidia.com
 assert_eq "scope and names" "Cluster ClusterPolicy ClusterPolicyList clusterpolicy" \
     "$(k get crd clusterpolicies.nvidia.com -o jsonpath='{.spec.scope} {.status.acceptedNames.kind} {.status.acceptedNames.listKind} {.status.acceptedNames.singular}')"
 assert_eq "stored version" "v1" "$(k get crd clusterpolicies.nvidia.com -o jsonpath='{.status.storedVersions[0]}')"
@@ -68,7 +68,9 @@ out=$(assert_fails "two Ready conditions" k patch clusterpolicy cluster-policy -
 assert_contains "conditions are a map keyed by type" 'status.conditions[1]: Duplicate value: map[string]interface {}{"type":"Ready"}' "$out"
 out=$(assert_fails "a condition time that is no date-time" k patch clusterpolicy cluster-policy --subresource=status --type merge \
     -p "{\"status\":{\"conditions\":[$(printf "$cond" yesterday)]}}")
-assert_contains "date-time format" 'status.conditions[0].lastTransitionTime: Invalid value: "yesterday": status.conditions[0].lastTransitionTime in body must be of type date-time: "yesterday"' "$out"
+# The API server names the field from the status root in the second half ("conditions[0]...").
+assert_contains "date-time format" 'status.conditions[0].lastTransitionTime: Invalid value: "yesterday": ' "$out"
+assert_contains "date-time message" 'conditions[0].lastTransitionTime in body must be of type date-time: "yesterday"' "$out"
 assert_eq "status unchanged" "ready OperandNotReady" "$(cp_get cluster-policy '{.status.state} {.status.conditions[0].reason}')"
 
 step "defaults fill in what a section leaves out"

@@ -7,7 +7,7 @@
 cluster_up
 
 k apply -f "$E2E_ROOT/testdata/widget-crd.yaml" >/dev/null
-k wait --for=condition=Established crd/widgets.example.com --timeout=30s >/dev/null
+crd_established widgets.example.com
 widget() { printf 'apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {%s}\n' "$1" >"$E2E_DIR/w.yaml"; }
 
 step "Strict (kubectl's default): create refused"

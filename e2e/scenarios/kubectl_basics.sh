@@ -80,7 +80,7 @@ wait
 
 step "CRD printer columns and schema validation"
 k apply -f "$E2E_ROOT/testdata/widget-crd.yaml" >/dev/null
-k wait --for=condition=Established crd/widgets.example.com --timeout=30s >/dev/null
+crd_established widgets.example.com
 printf 'apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {mode: mixed, size: 2}\n' | k apply -f - >/dev/null
 k patch widget w1 --subresource=status --type merge -p '{"status":{"state":"ready"}}' >/dev/null
 out=$(k get widgets)
@@ -91,7 +91,7 @@ assert_contains "enum message" 'Unsupported value: "bogus"' "$out"
 
 step "get clusterpolicy shows the CRD's printer columns"
 k apply -f "$E2E_ROOT/testdata/clusterpolicy-crd-min.yaml" >/dev/null
-k wait --for=condition=Established crd/clusterpolicies.nvidia.com --timeout=30s >/dev/null
+crd_established clusterpolicies.nvidia.com
 printf 'apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata: {name: cluster-policy}\nspec: {}\n' | k apply -f - >/dev/null
 k patch clusterpolicy cluster-policy --subresource=status --type merge -p '{"status":{"state":"ready"}}' >/dev/null
 out=$(k get clusterpolicy)

@@ -29,6 +29,8 @@ assert_eq "boot id changed" "boot-1" "$(k get node vm-0 -o jsonpath='{.status.no
 until_eq "capacity" \
     "nvidia.com/gpu=0 nvidia.com/mig-1g.5gb=16 nvidia.com/mig-2g.10gb=8 nvidia.com/mig-3g.20gb=8" \
     60 node_gpu_resources vm-0
-drv=$(k get pods -n gpu-operator -l app=nvidia-driver-daemonset -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}')
-[ "${drv:-0}" -ge 1 ] || fail "the driver container did not restart with the node (restartCount ${drv:-0})"
+if kubesim_only "containers restart after a reboot by the kubelet's doing (kubesim's); kwok restarts none"; then
+    drv=$(k get pods -n gpu-operator -l app=nvidia-driver-daemonset -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}')
+    [ "${drv:-0}" -ge 1 ] || fail "the driver container did not restart with the node (restartCount ${drv:-0})"
+fi
 echo "PASS nodesim_reboot"

@@ -52,7 +52,7 @@ cluster_up --fleet "$E2E_ROOT/testdata/fleet-small.yaml" --plain-nodes
 
 step "ServiceMonitor CRD and namespace"
 k apply -f "$E2E_ROOT/testdata/servicemonitor-crd.yaml" >/dev/null
-k wait --for=condition=Established crd/servicemonitors.monitoring.coreos.com --timeout=30s >/dev/null
+crd_established servicemonitors.monitoring.coreos.com
 k create namespace "$NS" >/dev/null
 
 step "every file is one or more YAML documents kubectl accepts (client dry run)"
