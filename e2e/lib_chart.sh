@@ -6,8 +6,7 @@
 
 if [ "${E2E_CLUSTER:-kubesim}" != kubesim ]; then
     # The operator image runs only through kubesim's --image-map (no image registry here).
-    echo "--- SKIP on a real cluster (kubesim-only): the chart's operator pod runs as a local process"
-    exit 0
+    skip_scenario "kubesim-only: the chart's operator pod runs as a local process through kubesim's image map"
 fi
 
 OPERATOR_BIN="${OPERATOR_BIN:-$BUILD_DIR/gpu-operator}"
@@ -50,6 +49,7 @@ chart_on_exit() {
         grep -E -A20 "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "${logs[@]}" | head -60 >&2
         rc=1
     fi
+    set +e # the status below must reach cleanup, which stops the cluster
     (exit $rc)
     cleanup
 }

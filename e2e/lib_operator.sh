@@ -41,6 +41,7 @@ operator_on_exit() {
         grep -E -A20 "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "$E2E_DIR/operator.log" | head -60 >&2
         rc=1
     fi
+    set +e # the status below must reach cleanup, which stops the cluster
     (exit $rc)
     cleanup
 }

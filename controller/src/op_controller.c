@@ -440,7 +440,9 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
                                  NULL, b, 12, &d, NULL) == KC_OK)
             c->m_delay = kc_metric_with(d, NULL);
     }
-    kc_event_recorder_opts eo = {.component = "gpu-operator", .default_namespace = c->ns};
+    /* Events about cluster-scoped objects (Nodes, the ClusterPolicy) must live in "default": the
+     * API server refuses an involvedObject without namespace in any other namespace. */
+    kc_event_recorder_opts eo = {.component = "gpu-operator", .default_namespace = "default"};
     if ((rc = kc_event_recorder_new(c->api, &eo, &c->events, err)) != KC_OK)
         goto fail;
     *out = c;

@@ -220,7 +220,10 @@ kc_code op_env_set(json_t *container, const char *name, const char *value)
         if (!env || json_object_set_new(container, "env", env) != 0)
             return KC_ENOMEM;
     }
-    json_t *entry = json_pack("{s:s, s:s}", "name", name, "value", value);
+    /* An empty value is left out, as the API server stores it (omitempty): the object then
+     * reads back exactly as rendered. */
+    json_t *entry = value && *value ? json_pack("{s:s, s:s}", "name", name, "value", value)
+                                    : json_pack("{s:s}", "name", name);
     if (!entry)
         return KC_ENOMEM;
     for (size_t i = 0; i < json_array_size(env); i++) {

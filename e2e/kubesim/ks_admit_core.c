@@ -635,6 +635,18 @@ kc_code ks_core_admit(ks_sim *sim, const char *group, const char *kind, const js
             return secret_admit(old, obj, v, err);
         if (strcmp(kind, "ConfigMap") == 0)
             return configmap_admit(old, obj, v, err);
+        if (strcmp(kind, "Event") == 0) {
+            /* An Event lives in its object's namespace; one about a cluster-scoped object in
+             * "default" (or no namespace), as the API server's legacy validation requires. */
+            const char *ens = ks_str(json_object_get(obj, "metadata"), "namespace");
+            const char *ins = ks_str(json_object_get(obj, "involvedObject"), "namespace");
+            ens = ens ? ens : "";
+            ins = ins ? ins : "";
+            if (*ins ? strcmp(ins, ens) != 0 : (*ens && strcmp(ens, "default") != 0))
+                ks_verr_invalid_str(v, "involvedObject.namespace", ins,
+                                    "does not match event.namespace");
+            return KC_OK;
+        }
         if (strcmp(kind, "Namespace") == 0) {
             json_t *md = ks_obj_child(obj, "metadata");
             json_t *labels = md ? ks_obj_child(md, "labels") : NULL;

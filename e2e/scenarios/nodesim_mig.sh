@@ -5,7 +5,7 @@
 source "$(dirname "$0")/../lib.sh"
 source "$E2E_ROOT/lib_gpu.sh"
 
-cluster_up --fleet "$E2E_ROOT/testdata/fleet-nodesim.yaml" --nodesim --mig-apply-ms=1500
+cluster_up --fleet "$E2E_ROOT/testdata/fleet-nodesim.yaml" --nodesim --mig-apply-ms=3000
 
 step "registration: NFD labels, capacity, Ready, Leases"
 assert_eq "nodes" "cpu-0 p4d-0 p4d-1 t4-0" "$(k get nodes -o jsonpath='{.items[*].metadata.name}')"

@@ -30,7 +30,7 @@ assert_eq "behind" "p4d-1 driver failed" "$(cp_field '{.status.behind[0].node} {
 until_eq "Event on the node" "ValidationFailed" 30 \
     k get events -A --field-selector involvedObject.name=p4d-1,reason=ValidationFailed -o jsonpath='{.items[0].reason}'
 assert_contains "Event on the ClusterPolicy" "node p4d-1" \
-    "$(k get events -n gpu-operator --field-selector involvedObject.name=cluster-policy,reason=NodeFailed -o jsonpath='{.items[0].message}')"
+    "$(k get events -A --field-selector involvedObject.name=cluster-policy,reason=NodeFailed -o jsonpath='{.items[0].message}')"
 step "clearing the fault converges without restarting anything"
 fault p4d-1 none
 until_eq "ready" "ready" 120 cp_state
