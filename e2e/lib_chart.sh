@@ -6,7 +6,7 @@
 
 if [ "${E2E_CLUSTER:-kubesim}" != kubesim ]; then
     # The operator image runs only through kubesim's --image-map (no image registry here).
-    skip_scenario "kubesim-only: the chart's operator pod runs as a local process through kubesim's image map"
+    skip_scenario "the chart's operator pod runs as a local process through kubesim's image map"
 fi
 
 OPERATOR_BIN="${OPERATOR_BIN:-$BUILD_DIR/gpu-operator}"

@@ -147,7 +147,7 @@ static bool upgrade_admit(op_controller *c, const char *node, long max)
         const char *st = json_string_value(json_object_get(
             json_object_get(json_object_get(o, "metadata"), "labels"), UPGRADE_LABEL));
         bool active = upgrade_active(st);
-        if (active && nm)
+        if (nm && (active || (st && !strcmp(st, "upgrade-done"))))
             kc_map_remove(c->admitted, nm); /* the cache caught up */
         if (active || (nm && kc_map_get(c->admitted, nm)))
             n++;
@@ -262,6 +262,11 @@ static long driver_upgrade(op_controller *c, const json_t *node, const json_t *p
         return 1000;
     }
     kc_info("driver upgrade", "node=%s state=%s", name, next);
+    if (!strcmp(next, "upgrade-done")) {
+        pthread_mutex_lock(&c->mu);
+        kc_map_remove(c->admitted, name); /* its slot is free */
+        pthread_mutex_unlock(&c->mu);
+    }
     if (strcmp(next, "upgrade-done") || st)
         kc_event_record(c->events, node, "Normal", "DriverUpgrade", "driver upgrade: %s", next);
     return 200;

@@ -40,8 +40,10 @@ echo "$pid_a $pid_b" >"$E2E_DIR/operator.pids"
 k apply -f "$E2E_ROOT/testdata/clusterpolicy-mixed.yaml" >/dev/null
 until_eq "A is rolling out" "yes" 30 bash -c "[ \$(kubectl --kubeconfig $KUBECONFIG_E2E get ds -n gpu-operator -o name | wc -l) -gt 3 ] && echo yes"
 sleep 1
-assert_eq "B (standby) wrote nothing" "0" "$(writes "_${pid_b}")"
-[ "$(writes "_${pid_a}")" -gt 0 ] || fail "the leader wrote nothing"
+if kubesim_only "kubesim counts requests per client"; then
+    assert_eq "B (standby) wrote nothing" "0" "$(writes "_${pid_b}")"
+    [ "$(writes "_${pid_a}")" -gt 0 ] || fail "the leader wrote nothing"
+fi
 assert_eq "not ready yet (drivers load for 3 s)" "notReady" "$(cp_state)"
 
 step "kill -9 the leader mid-rollout: B takes over within the lease duration and finishes"
@@ -55,7 +57,9 @@ took=$((SECONDS - t0))
 [ $took -le 19 ] || fail "handover took ${took}s (lease 15 s + retry 2 s)"
 echo "handover after ${took}s"
 until_eq "ready under B" "ready" 120 cp_state
-[ "$(writes "_${pid_b}")" -gt 0 ] || fail "the new leader wrote nothing"
+if kubesim_only "kubesim counts requests per client"; then
+    [ "$(writes "_${pid_b}")" -gt 0 ] || fail "the new leader wrote nothing"
+fi
 assert_eq "one DaemonSet each" "$(k get ds -n gpu-operator -o name | sort -u | wc -l)" "$(k get ds -n gpu-operator -o name | wc -l)"
 kill -TERM "$pid_b" 2>/dev/null || true
 echo "PASS operator_leader"
