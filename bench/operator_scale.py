@@ -1,0 +1,650 @@
+#!/usr/bin/env python3
+"""Helpers of bench/run (the operator at scale on kubesim + nodesim).
+
+  operator_scale.py watch DIR NAMESPACE OUT    record node, operator pod and ClusterPolicy changes
+                                               (wall-clock receive times) until SIGTERM
+  operator_scale.py analyze ARGS.json          one size's result object from what bench/run saved
+  operator_scale.py report RESULTS.json OUTDIR [NAME [OPERATOR-ARGS]]
+                                               NAME.json, NAME.md, NAME.png (NAME: latest);
+                                               prints the targets with pass/miss
+
+Only the Python standard library; the plot uses gnuplot when it is installed.
+"""
+import http.client
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+STAGES = ["driver", "container-toolkit", "device-plugin", "mig-manager"]
+STAGE_DS = {
+    "nvidia-driver-daemonset": "driver",
+    "nvidia-container-toolkit-daemonset": "container-toolkit",
+    "nvidia-device-plugin-daemonset": "device-plugin",
+    "nvidia-mig-manager": "mig-manager",
+}
+DEPLOY = "nvidia.com/gpu.deploy."
+
+
+# ---- watch ----------------------------------------------------------------------------------
+
+
+def server_of(d):
+    kc = open(os.path.join(d, "kubeconfig")).read()
+    m = re.search(r'server:\s*"?([^"\s]+)"?', kc)
+    if not m:
+        raise SystemExit("operator_scale: no server in %s/kubeconfig" % d)
+    return urllib.parse.urlsplit(m.group(1))
+
+
+class Watcher:
+    """Lists then watches one collection, resuming from the last resourceVersion."""
+
+    def __init__(self, d, path, compact, emit):
+        self.url = server_of(d)
+        self.token = open(os.path.join(d, "admin.token")).read().strip()
+        self.ctx = ssl.create_default_context(cafile=os.path.join(d, "ca.crt"))
+        self.path, self.compact, self.emit = path, compact, emit
+        self.last = {}
+
+    def conn(self):
+        return http.client.HTTPSConnection(self.url.hostname, self.url.port, context=self.ctx,
+                                           timeout=600)
+
+    def get(self, c, q):
+        c.request("GET", self.path + "?" + q, headers={"Authorization": "Bearer " + self.token})
+        return c.getresponse()
+
+    def see(self, typ, obj):
+        name = obj["metadata"]["name"]
+        facts = self.compact(obj)
+        if typ == "DELETED":
+            self.last.pop(name, None)
+            self.emit({"t": time.time(), "k": facts["k"], "type": typ, "name": name})
+            return
+        if self.last.get(name) == facts:
+            return
+        self.last[name] = facts
+        rec = {"t": time.time(), "type": typ, "name": name}
+        rec.update(facts)
+        self.emit(rec)
+
+    def run(self):
+        rv = None
+        while True:
+            try:
+                c = self.conn()
+                if rv is None:
+                    r = self.get(c, "limit=0")
+                    body = json.loads(r.read())
+                    for o in body.get("items", []):
+                        self.see("LISTED", o)
+                    rv = body["metadata"]["resourceVersion"]
+                r = self.get(c, "watch=true&allowWatchBookmarks=true&resourceVersion=" + rv)
+                if r.status != 200:
+                    r.read()
+                    rv = None
+                    continue
+                while True:
+                    line = r.readline()
+                    if not line:
+                        break
+                    ev = json.loads(line)
+                    obj = ev.get("object", {})
+                    if ev.get("type") == "ERROR":
+                        rv = None
+                        break
+                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                    if ev.get("type") != "BOOKMARK":
+                        self.see(ev["type"], obj)
+                c.close()
+            except (OSError, http.client.HTTPException, ValueError):
+                time.sleep(0.2)
+
+
+def compact_node(o):
+    labels = o["metadata"].get("labels") or {}
+    keep = {k: v for k, v in labels.items()
+            if k.startswith(DEPLOY) or k.startswith("nvidia.com/mig.config")}
+    return {"k": "node", "labels": keep}
+
+
+def pod_ready(o):
+    for c in (o.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return c.get("status") == "True"
+    return False
+
+
+def compact_pod(o):
+    m = o["metadata"]
+    labels = m.get("labels") or {}
+    ann = m.get("annotations") or {}
+    return {"k": "pod", "node": (o.get("spec") or {}).get("nodeName"), "app": labels.get("app"),
+            "val": labels.get("nvidia.com/gpu-operator.validation"),
+            "key": ann.get("nvidia.com/gpu-operator.validation-key") or ann.get(
+                "nvidia.com/gpu-operator.key"),
+            "res": ann.get("nvidia.com/gpu-operator.resource"),
+            "phase": (o.get("status") or {}).get("phase"), "ready": pod_ready(o),
+            "deleting": bool(m.get("deletionTimestamp"))}
+
+
+def compact_policy(o):
+    st = o.get("status") or {}
+    nodes = st.get("nodes") or {}
+    return {"k": "policy", "state": st.get("state"), "gpu": nodes.get("gpu"),
+            "ready": nodes.get("ready")}
+
+
+def cmd_watch(d, ns, out):
+    f = open(out, "w")
+    lock = threading.Lock()
+
+    def emit(rec):
+        with lock:
+            f.write(json.dumps(rec, separators=(",", ":")) + "\n")
+
+    def stop(*_):
+        with lock:
+            f.flush()
+            os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    specs = [("/api/v1/nodes", compact_node),
+             ("/api/v1/namespaces/%s/pods" % ns, compact_pod),
+             ("/apis/nvidia.com/v1/clusterpolicies", compact_policy)]
+    for path, comp in specs:
+        threading.Thread(target=Watcher(d, path, comp, emit).run, daemon=True).start()
+    while True:
+        time.sleep(0.5)
+        with lock:
+            f.flush()
+
+
+# ---- analysis -------------------------------------------------------------------------------
+
+
+def parse_histogram(text, name, match=""):
+    """Cumulative buckets [(le, count)] of one histogram series from Prometheus text."""
+    out = []
+    for line in text.splitlines():
+        if not line.startswith(name + "_bucket{") or match not in line:
+            continue
+        m = re.search(r'le="([^"]+)"\}\s+(\S+)', line)
+        if m:
+            le = math.inf if m.group(1) == "+Inf" else float(m.group(1))
+            out.append((le, float(m.group(2))))
+    return sorted(out)
+
+
+def quantile(buckets, q):
+    """histogram_quantile as Prometheus does it: linear within the bucket (0 below the first)."""
+    if not buckets or buckets[-1][1] == 0:
+        return None
+    total = buckets[-1][1]
+    rank = q * total
+    prev_le, prev_c = 0.0, 0.0
+    for le, c in buckets:
+        if c >= rank:
+            if math.isinf(le):
+                return prev_le  # the highest finite bound: all we know
+            if c == prev_c:
+                return le
+            return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
+        prev_le, prev_c = le, c
+    return prev_le
+
+
+def hist_max(buckets):
+    """The upper bound of the highest non-empty bucket (inf when the +Inf bucket has any)."""
+    prev = 0.0
+    top = None
+    for le, c in buckets:
+        if c > prev:
+            top = le
+        prev = c
+    return top
+
+
+def counter(text, name, match=""):
+    """The value of one counter or gauge series (a histogram's _count) from Prometheus text."""
+    for line in text.splitlines():
+        if line.startswith(name) and match in line and line[len(name)] in " {":
+            return float(line.rsplit(None, 1)[1])
+    return 0.0
+
+
+def failed_validations(evs, t_from, t_to):
+    """Validation pods the watch saw fail in a window (each one costs a backoff and a retry)."""
+    return len({e["name"] for e in evs if e["k"] == "pod" and e.get("val") and
+                e.get("phase") == "Failed" and t_from <= e["t"] <= t_to})
+
+
+def pct(values, q):
+    if not values:
+        return None
+    s = sorted(values)
+    i = min(len(s) - 1, max(0, int(math.ceil(q * len(s))) - 1))
+    return s[i]
+
+
+def is_operator(agent):
+    """The operator's user agent: "gpu-operator", or "gpu-operator@HOST" (not its hook modes)."""
+    return agent == "gpu-operator" or agent.startswith("gpu-operator@")
+
+
+def operator_requests(stats):
+    mine = {}
+    found = False
+    for c in stats.get("clients", {}).values():
+        if is_operator(c.get("agent", "")):
+            found = True
+            for what, n in c.get("requests", {}).items():
+                mine[what] = mine.get(what, 0) + n
+    if not found:
+        agents = sorted({c.get("agent", "") for c in stats.get("clients", {}).values()})
+        raise SystemExit("operator_scale: no requests from the operator's user agent "
+                         "(gpu-operator[@HOST]) in kubesim's counters; agents seen: %s" %
+                         ", ".join(agents))
+    return mine
+
+
+def diff(after, before):
+    out = {}
+    for k, v in after.items():
+        d = v - before.get(k, 0)
+        if d:
+            out[k] = d
+    return out
+
+
+def by_verb(reqs):
+    out = {}
+    for k, v in reqs.items():
+        verb = k.split(" ", 1)[0]
+        out[verb] = out.get(verb, 0) + v
+    return out
+
+
+def load_events(path):
+    evs = []
+    with open(path) as f:
+        for line in f:
+            try:
+                evs.append(json.loads(line))
+            except ValueError:
+                pass  # a line cut by the stop
+    evs.sort(key=lambda e: e["t"])
+    return evs
+
+
+def cross_check(evs, t_from, t_to):
+    """Transition delays seen from outside, per node: operand pod Ready → the operator creates
+    that stage's validation pod; a stage's validation Succeeded → the operator sets the next
+    stage's deploy label. Each includes one extra watch delivery to this observer."""
+    ready_at, val_added, val_ok, label_at = {}, {}, {}, {}
+    for e in evs:
+        if e["t"] < t_from or e["t"] > t_to or e["type"] == "DELETED":
+            continue
+        if e["k"] == "pod" and e.get("node"):
+            n = e["node"]
+            st = STAGE_DS.get(e.get("app") or "")
+            if st and e.get("ready") and not e.get("deleting"):
+                ready_at.setdefault((n, st), e["t"])
+            if e.get("val"):
+                if e["type"] == "ADDED":
+                    val_added.setdefault((n, e["val"]), e["t"])
+                if e.get("phase") == "Succeeded":
+                    val_ok.setdefault((n, e["val"]), e["t"])
+        elif e["k"] == "node":
+            for k, v in e["labels"].items():
+                if k.startswith(DEPLOY) and v == "true":
+                    label_at.setdefault((e["name"], k[len(DEPLOY):]), e["t"])
+    delays = []
+    for (n, st), t in ready_at.items():
+        a = val_added.get((n, st))
+        if a is not None and a >= t:
+            delays.append(a - t)
+    for i in range(len(STAGES) - 1):
+        for (n, st), t in val_ok.items():
+            if st != STAGES[i]:
+                continue
+            lt = label_at.get((n, STAGES[i + 1]))
+            if lt is not None and lt >= t:
+                delays.append(lt - t)
+    return [d * 1000 for d in delays]
+
+
+def mig_timing(evs, node, t_label):
+    """Times of the MIG change on one node after the label (ms from the label write)."""
+    t_seen = t_pending = t_success = t_pods = t_pods_ok = None
+    pods = {}
+    for e in evs:
+        if e["t"] < t_label:
+            continue
+        if e["k"] == "node" and e["name"] == node:
+            lab = e.get("labels", {})
+            if t_seen is None and lab.get("nvidia.com/mig.config") == "all-balanced":
+                t_seen = e["t"]
+            st = lab.get("nvidia.com/mig.config.state")
+            if t_pending is None and st == "pending":
+                t_pending = e["t"]
+            if t_pending is not None and t_success is None and st == "success":
+                t_success = e["t"]
+        if (e["k"] == "pod" and e.get("node") == node and e.get("val") == "mig-manager"
+                and (e.get("key") or "").endswith("/all-balanced") and e["type"] != "DELETED"):
+            if e["type"] == "ADDED" and t_pods is None:
+                t_pods = e["t"]
+            pods[e["name"]] = e.get("phase")
+            if pods and all(p == "Succeeded" for p in pods.values()) and t_pods_ok is None:
+                t_pods_ok = e["t"]
+
+    def ms(t, base):
+        return None if t is None or base is None else round((t - base) * 1000, 1)
+
+    return {
+        "mig_label_to_pending_ms": ms(t_pending, t_label),
+        "mig_label_to_success_ms": ms(t_success, t_label),
+        "mig_label_to_validation_pods_ms": ms(t_pods, t_label),
+        "mig_success_to_validation_pods_ms": ms(t_pods, t_success),
+        "mig_validation_pods": len(pods),
+        "mig_label_to_validated_ms": ms(t_pods_ok, t_label),
+    }
+
+
+def idle_fleet_hops(evs, node, t_from):
+    """One node's transitions while the rest of the fleet is idle (the MIG change): a stage's
+    validation Succeeded → the operator creates the next stage's validation pod(s). Only the
+    hops whose cause is that Succeeded alone: driver → toolkit and device-plugin → MIG (the
+    device-plugin validation also waits for the plugin to advertise the new resources)."""
+    first_ok, hops = {}, []
+    for e in evs:
+        if e["t"] < t_from or e["k"] != "pod" or e.get("node") != node or not e.get("val"):
+            continue
+        if e.get("phase") == "Succeeded":
+            first_ok.setdefault(e["val"], e["t"])
+        if e["type"] == "ADDED" and e["val"] in ("container-toolkit", "mig-manager"):
+            prev = STAGES[STAGES.index(e["val"]) - 1]
+            if prev in first_ok:
+                hops.append([e["val"], round((e["t"] - first_ok[prev]) * 1000, 1)])
+    return hops
+
+
+def cmd_analyze(argfile):
+    a = json.load(open(argfile))
+    d = a["dir"]
+    evs = load_events(os.path.join(d, "events.jsonl"))
+    req0 = operator_requests(json.load(open(os.path.join(d, "req-ready.json"))))
+    req1 = operator_requests(json.load(open(os.path.join(d, "req-idle.json"))))
+    rollout = req0
+    idle = diff(req1, req0)
+    idle_writes = sum(v for k, v in idle.items() if k.split(" ", 1)[0] in WRITE_VERBS)
+    idle_lists = sum(v for k, v in idle.items() if k.startswith("list "))
+    hist = parse_histogram(open(os.path.join(d, "metrics-ready.txt")).read(),
+                           "gpu_operator_transition_delay_seconds")
+    # ready_s from the watch of the ClusterPolicy; the poll's time when the watch saw none.
+    t_ready = None
+    for e in evs:
+        if (e["k"] == "policy" and e["t"] >= a["t_cp"] and e.get("state") == "ready"
+                and e.get("ready") == a["nodes"]):
+            t_ready = e["t"]
+            break
+    if t_ready is None:
+        t_ready = a["t_ready_poll"]
+    outside = cross_check(evs, a["t_cp"], a["t_ready_poll"])
+    n = a["nodes"]
+    m_ready = open(os.path.join(d, "metrics-ready.txt")).read()
+    m_idle = open(os.path.join(d, "metrics-idle.txt")).read()
+    idle_reconciles = {}
+    for kind in ("node", "policy", "status"):
+        sel = 'kind="%s"' % kind
+        idle_reconciles[kind] = int(
+            counter(m_idle, "gpu_operator_reconcile_duration_seconds_count", sel) -
+            counter(m_ready, "gpu_operator_reconcile_duration_seconds_count", sel))
+    finite = hist[-2][0] if len(hist) >= 2 else None
+
+    def r(x, nd=1):
+        return None if x is None else round(x, nd)
+
+    res = {
+        "nodes": n,
+        "rss_peak_kib": a["rss_peak_kib"],
+        "rss_settled_kib": a["rss_settled_kib"],
+        "rollout_cpu_s": r(a["cpu_ready"] - a["cpu_start"], 2),
+        "idle_cpu_s": r(a["cpu_idle"] - a["cpu_ready"], 2),
+        "idle_window_s": a["idle_s"],
+        "ready_s": r(t_ready - a["t_cp"], 2),
+        "ready_s_poll": r(a["t_ready_poll"] - a["t_cp"], 2),
+        "transition_delay_ms_p50": r(quantile(hist, 0.5) * 1000 if hist and hist[-1][1] else None, 2),
+        "transition_delay_ms_p99": r(quantile(hist, 0.99) * 1000 if hist and hist[-1][1] else None, 2),
+        # The upper bound of the highest non-empty bucket; the highest finite bound (and the
+        # flag) when some transitions took longer than it.
+        "transition_delay_ms_max_bucket": r(min(hist_max(hist), finite) * 1000
+                                            if hist and hist[-1][1] else None, 2),
+        "transition_delay_ms_max_lower_bound": bool(hist and hist[-1][1] and
+                                                    math.isinf(hist_max(hist))),
+        "transitions": int(hist[-1][1]) if hist else 0,
+        # A quantile in the +Inf bucket is only known to exceed the highest finite bound.
+        "transition_delay_ms_p50_lower_bound": bool(
+            hist and quantile(hist, 0.5) is not None and quantile(hist, 0.5) >= finite),
+        "transition_delay_ms_p99_lower_bound": bool(
+            hist and quantile(hist, 0.99) is not None and quantile(hist, 0.99) >= finite),
+        "transitions_over_top_bucket": int(hist[-1][1] - hist[-2][1]) if len(hist) >= 2 else 0,
+        "rss_settled_anon_kib": a.get("rss_settled_anon_kib"),
+        "rss_settled_file_kib": a.get("rss_settled_file_kib"),
+        "validation_failures_rollout": failed_validations(evs, a["t_cp"], a["t_ready_poll"]),
+        "node_reconciles_rollout": int(counter(
+            m_ready, "gpu_operator_reconcile_duration_seconds_count", 'kind="node"')),
+        "node_reconcile_mean_ms": r(1000 * counter(
+            m_ready, "gpu_operator_reconcile_duration_seconds_sum", 'kind="node"') / max(1, counter(
+                m_ready, "gpu_operator_reconcile_duration_seconds_count", 'kind="node"')), 2),
+        "idle_reconciles": idle_reconciles,
+        "transition_delay_outside_ms_p50": r(pct(outside, 0.5)),
+        "transition_delay_outside_ms_p99": r(pct(outside, 0.99)),
+        "transition_delay_outside_ms_max": r(max(outside) if outside else None),
+        "transition_delay_outside_samples": len(outside),
+        "rollout_requests": sum(rollout.values()),
+        "rollout_requests_per_node": r(sum(rollout.values()) / n, 2),
+        # Against the operator's client-side limit (200 requests/s, burst 400 in
+        # op_controller_new): a rate at the limit means the limiter paced the rollout.
+        "rollout_requests_per_s": r(sum(rollout.values()) / max(0.001, t_ready - a["t_cp"]), 1),
+        "rollout_requests_by_verb": by_verb(rollout),
+        "rollout_requests_detail": dict(sorted(rollout.items(), key=lambda kv: -kv[1])),
+        "idle_requests": sum(idle.values()),
+        "idle_requests_detail": idle,
+        "idle_writes": idle_writes,
+        "idle_lists": idle_lists,
+    }
+    if a.get("t_mig_label"):
+        res.update(mig_timing(evs, a["mig_node"], a["t_mig_label"]))
+        hops = idle_fleet_hops(evs, a["mig_node"], a["t_mig_label"])
+        res["idle_fleet_transitions_ms"] = hops
+        res["idle_fleet_transition_ms_max"] = max((h[1] for h in hops), default=None)
+    if hist:
+        res["transition_delay_buckets"] = [["+Inf" if math.isinf(le) else le, int(c)]
+                                           for le, c in hist]
+    print(json.dumps(res))
+
+
+# ---- report ---------------------------------------------------------------------------------
+
+
+def fit(xs, ys):
+    """Least squares y = a + b·x."""
+    n = len(xs)
+    if n < 2:
+        return None, None
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        return None, None
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return my - b * mx, b
+
+
+def targets(results):
+    """[(what, value, pass/miss/n-a)] of the project's targets."""
+    by_n = {r["nodes"]: r for r in results}
+    out = []
+
+    def add(what, value, ok):
+        out.append((what, value, "n/a" if ok is None else ("pass" if ok else "MISS")))
+
+    r = by_n.get(1000)
+    add("RSS <= 16 MiB at 1,000 nodes (peak)",
+        "%.1f MiB" % (r["rss_peak_kib"] / 1024) if r else "not run",
+        r["rss_peak_kib"] <= 16 * 1024 if r else None)
+    add("RSS <= 16 MiB at 1,000 nodes (settled)",
+        "%.1f MiB" % (r["rss_settled_kib"] / 1024) if r else "not run",
+        r["rss_settled_kib"] <= 16 * 1024 if r else None)
+    r5 = by_n.get(5000)
+    add("RSS <= 48 MiB at 5,000 nodes (peak)",
+        "%.1f MiB" % (r5["rss_peak_kib"] / 1024) if r5 else "not run",
+        r5["rss_peak_kib"] <= 48 * 1024 if r5 else None)
+    p99 = r.get("transition_delay_ms_p99") if r else None
+    hop = r.get("idle_fleet_transition_ms_max") if r else None
+    add("(for reference) one node's transitions in an idle 1,000-node fleet <= 50 ms",
+        "max %s ms (outside)" % hop if hop is not None else "not measured",
+        hop <= 50 if hop is not None else None)
+    add("transition delay p99 <= 50 ms at 1,000 nodes",
+        "%s%s ms" % (">" if r.get("transition_delay_ms_p99_lower_bound") else "", p99)
+        if r else "not run",
+        p99 <= 50 if p99 is not None else None)
+    for x in results:
+        add("idle %d s at %d nodes: 0 writes, 0 LISTs" % (x["idle_window_s"], x["nodes"]),
+            "%d writes, %d lists" % (x["idle_writes"], x["idle_lists"]),
+            x["idle_writes"] == 0 and x["idle_lists"] == 0)
+        per_min = x["idle_cpu_s"] * 60.0 / x["idle_window_s"]
+        add("idle CPU < 0.1 s/min at %d nodes" % x["nodes"], "%.2f s/min" % per_min,
+            per_min < 0.1)
+    xs = [x["nodes"] for x in results]
+    ys = [x["rollout_requests"] for x in results]
+    a, b = fit(xs, ys)
+    if b is not None:
+        # Linear (not worse): the marginal requests per added node do not grow with the size.
+        marg = [(ys[i] - ys[i - 1]) / (xs[i] - xs[i - 1]) for i in range(1, len(xs))]
+        ok = all(marg[i] <= marg[i - 1] * 1.10 for i in range(1, len(marg)))
+        add("rollout requests linear in nodes",
+            "fit %.0f + %.2f/node; marginal per node %s" %
+            (a, b, " -> ".join("%.1f" % m for m in marg)), ok)
+    else:
+        add("rollout requests linear in nodes", "needs two sizes", None)
+    return out, (a, b)
+
+
+def plot(results, outdir, name):
+    png = os.path.join(outdir, name + ".png")
+    if not shutil.which("gnuplot"):
+        print("!!! gnuplot is not installed (scripts/install-deps.sh installs gnuplot-nox): "
+              "NO PLOT WRITTEN !!!", file=sys.stderr)
+        return None
+    dat = os.path.join(outdir, name + ".dat")
+    with open(dat, "w") as f:
+        f.write("# nodes rss_peak_mib rss_settled_mib ready_s\n")
+        for r in results:
+            f.write("%d %.2f %.2f %.2f\n" % (r["nodes"], r["rss_peak_kib"] / 1024,
+                                             r["rss_settled_kib"] / 1024, r["ready_s"]))
+    script = """
+set terminal pngcairo size 900,520 noenhanced
+set output '%s'
+set title 'gpu-operator on kubesim + nodesim (8x A100-40GB nodes)'
+set logscale x
+set xlabel 'nodes'
+set ylabel 'operator RSS (MiB)'
+set y2label 'ClusterPolicy created -> ready (s)'
+set ytics nomirror
+set y2tics
+set key top left
+set grid
+plot '%s' using 1:2 with linespoints title 'RSS peak (MiB)', \\
+     '%s' using 1:3 with linespoints title 'RSS settled (MiB)', \\
+     '%s' using 1:4 axes x1y2 with linespoints title 'time to ready (s)'
+""" % (png, dat, dat, dat)
+    p = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
+    if p.returncode != 0:
+        # pngcairo may be missing: the plain png terminal does the same job.
+        p = subprocess.run(["gnuplot"], input=script.replace("pngcairo", "png"), text=True,
+                           capture_output=True)
+    os.unlink(dat)
+    if p.returncode != 0:
+        print("bench: gnuplot failed: %s" % p.stderr.strip(), file=sys.stderr)
+        return None
+    return png
+
+
+def cmd_report(results_file, outdir, name="latest", opargs=""):
+    results = sorted(json.load(open(results_file)), key=lambda r: r["nodes"])
+    tg, (a, b) = targets(results)
+    if b is not None:
+        for r in results:
+            r["rollout_requests_fit"] = {"intercept": round(a, 1), "per_node": round(b, 3)}
+    os.makedirs(outdir, exist_ok=True)
+    for r in results:
+        r["operator_args"] = opargs
+    with open(os.path.join(outdir, name + ".json"), "w") as f:
+        json.dump(results, f, indent=2)
+    png = plot(results, outdir, name)
+    cols = [("nodes", "nodes"), ("RSS peak MiB", lambda r: "%.1f" % (r["rss_peak_kib"] / 1024)),
+            ("RSS settled MiB", lambda r: "%.1f" % (r["rss_settled_kib"] / 1024)),
+            ("ready s", "ready_s"), ("rollout CPU s", "rollout_cpu_s"),
+            ("delay p50 ms", lambda r: (">" if r.get("transition_delay_ms_p50_lower_bound") else "")
+             + str(r.get("transition_delay_ms_p50"))),
+            ("delay p99 ms", lambda r: (">" if r.get("transition_delay_ms_p99_lower_bound") else "")
+             + str(r.get("transition_delay_ms_p99"))),
+            ("outside p50/p99 ms", lambda r: "%s / %s" % (r.get("transition_delay_outside_ms_p50"),
+                                                          r.get("transition_delay_outside_ms_p99"))),
+            ("requests", "rollout_requests"), ("req/node", "rollout_requests_per_node"),
+            ("idle writes", "idle_writes"), ("idle LISTs", "idle_lists"),
+            ("idle CPU s", "idle_cpu_s"),
+            ("one-node hop max ms", lambda r: r.get("idle_fleet_transition_ms_max")),
+            ("MIG label→pods ms", lambda r: r.get("mig_label_to_validation_pods_ms")),
+            ("MIG success→pods ms", lambda r: r.get("mig_success_to_validation_pods_ms"))]
+    lines = ["# gpu-operator at scale (bench/run%s)" % (" " + opargs if opargs else ""), "",
+             "| " + " | ".join(c[0] for c in cols) + " |",
+             "|" + "---|" * len(cols)]
+    for r in results:
+        lines.append("| " + " | ".join(str(c[1](r) if callable(c[1]) else r.get(c[1]))
+                                       for c in cols) + " |")
+    lines += ["", "Transition delays: the operator's gpu_operator_transition_delay_seconds "
+              "histogram, quantiles interpolated linearly within buckets (bounds 0.5, 1.25, "
+              "3.1, 7.8, 19.5, 48.8, 122 ms, ...); outside: the same transitions timed by a "
+              "watch from outside (includes one extra watch delivery).", "",
+              "| target | measured | result |", "|---|---|---|"]
+    lines += ["| %s | %s | %s |" % t for t in tg]
+    if png:
+        lines += ["", "![RSS and time to ready](%s.png)" % name]
+    with open(os.path.join(outdir, name + ".md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines[2:2 + len(results) + 2]))
+    print()
+    print("targets:")
+    for what, value, ok in tg:
+        print("  %-4s  %-46s %s" % (ok, what, value))
+    return 0
+
+
+def main(argv):
+    if len(argv) >= 4 and argv[0] == "watch":
+        cmd_watch(argv[1], argv[2], argv[3])
+    elif len(argv) == 2 and argv[0] == "analyze":
+        cmd_analyze(argv[1])
+    elif 3 <= len(argv) <= 5 and argv[0] == "report":
+        return cmd_report(*argv[1:])
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
