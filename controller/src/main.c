@@ -38,6 +38,7 @@ static void usage(FILE *f)
         "  --leader-elect-namespace NS       where the Lease lives (default: the namespace)\n"
         "  --operator-image IMAGE            validator image when the spec names none\n"
         "  --workers N                       reconcile threads (default 2)\n"
+        "  --kube-api-qps N                  API request rate limit (default 500, burst 2x)\n"
         "  --validation-backoff-ms MS        first retry delay of a failed validation (5000)\n"
         "  -v                                debug logs\n"
         /* --- chart hook modes (op_crd_apply.c) --- */
@@ -116,6 +117,7 @@ enum {
     O_LEADER_NS,
     O_IMAGE,
     O_WORKERS,
+    O_QPS,
     O_BACKOFF,
     O_VERSION,
     O_APPLY_CRD, /* chart hook modes */
@@ -166,6 +168,7 @@ int main(int argc, char **argv)
         {"leader-elect-namespace", required_argument, NULL, O_LEADER_NS},
         {"operator-image", required_argument, NULL, O_IMAGE},
         {"workers", required_argument, NULL, O_WORKERS},
+        {"kube-api-qps", required_argument, NULL, O_QPS},
         {"validation-backoff-ms", required_argument, NULL, O_BACKOFF},
         {"version", no_argument, NULL, O_VERSION},
         {"apply-crd", required_argument, NULL, O_APPLY_CRD}, /* chart hook modes */
@@ -178,6 +181,7 @@ int main(int argc, char **argv)
                *health_addr = ":8081", *leader_ns = NULL, *image = NULL;
     bool leader_elect = false;
     int workers = 0;
+    double qps = 0;
     long backoff = 0;
     const char *hook_crd = NULL, *hook_policy = NULL; /* chart hook modes */
     int hook_timeout = 120;
@@ -216,6 +220,9 @@ int main(int argc, char **argv)
             break;
         case O_WORKERS:
             workers = atoi(optarg);
+            break;
+        case O_QPS:
+            qps = atof(optarg);
             break;
         case O_BACKOFF:
             backoff = atol(optarg);
@@ -285,6 +292,7 @@ int main(int argc, char **argv)
     snprintf(id, sizeof(id), "%s_%d", host, (int)getpid());
     op_controller_opts co = {.config = cfg,
                              .identity = id,
+                             .qps = qps,
                              .ns = ns,
                              .states = states,
                              .operator_image = image,

@@ -258,6 +258,113 @@ static void on_owned_upd(kc_informer *i, const json_t *a, const json_t *b, void 
     }
 }
 
+/* Copies the entries of obj whose key passes keep (new object; NULL when obj is NULL). */
+static json_t *filtered(const json_t *obj, bool (*keep)(const char *key))
+{
+    if (!json_is_object(obj))
+        return NULL;
+    json_t *out = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)obj, k, v) if (keep(k)) json_object_set(out, k, v);
+    return out;
+}
+
+/* Node labels the operator reads: NFD's PCI and OS labels and the nvidia.com/ ones. */
+static bool node_label_kept(const char *k)
+{
+    return !strncmp(k, "nvidia.com/", 11) || !strncmp(k, "feature.node.kubernetes.io/pci-", 31) ||
+           !strncmp(k, "feature.node.kubernetes.io/system-os_release.", 45);
+}
+
+static bool own_annotation(const char *k)
+{
+    return !strncmp(k, "nvidia.com/gpu-operator", 23) ||
+           !strncmp(k, "nvidia.com/gpu-driver-upgrade", 29);
+}
+
+/* Pod labels the operator reads. */
+static bool pod_label_kept(const char *k)
+{
+    return !strcmp(k, "app") || !strncmp(k, "nvidia.com/", 11) ||
+           !strcmp(k, "pod-template-generation") || !strcmp(k, OP_MANAGED_LABEL);
+}
+
+/* A container status trimmed to what gating reads: name, waiting reason/message, terminated
+ * exit code, message and finish time, and the last termination's message. */
+static json_t *ctr_status(const json_t *cs)
+{
+    const json_t *st = json_object_get(cs, "state");
+    const json_t *w = json_object_get(st, "waiting"), *t = json_object_get(st, "terminated");
+    const json_t *lt = json_object_get(json_object_get(cs, "lastState"), "terminated");
+    json_t *out =
+        json_pack("{s:O*, s:{}, s:{}}", "name", json_object_get(cs, "name"), "state", "lastState");
+    if (!out)
+        return NULL;
+    if (w)
+        json_object_set_new(json_object_get(out, "state"), "waiting",
+                            json_pack("{s:O*, s:O*}", "reason", json_object_get(w, "reason"),
+                                      "message", json_object_get(w, "message")));
+    if (t)
+        json_object_set_new(json_object_get(out, "state"), "terminated",
+                            json_pack("{s:O*, s:O*, s:O*}", "exitCode",
+                                      json_object_get(t, "exitCode"), "message",
+                                      json_object_get(t, "message"), "finishedAt",
+                                      json_object_get(t, "finishedAt")));
+    if (lt)
+        json_object_set_new(json_object_get(out, "lastState"), "terminated",
+                            json_pack("{s:O*}", "message", json_object_get(lt, "message")));
+    return out;
+}
+
+static json_t *ctr_statuses(const json_t *arr)
+{
+    if (!json_is_array(arr))
+        return NULL;
+    json_t *out = json_array();
+    size_t i;
+    const json_t *cs;
+    json_array_foreach(arr, i, cs) json_array_append_new(out, ctr_status(cs));
+    return out;
+}
+
+/* Keeps what the operator reads of a Pod (a few KB instead of tens once parsed): identity,
+ * the labels and annotations it uses, the node, the phase, the Ready condition and trimmed
+ * container statuses. */
+static json_t *pod_transform(json_t *obj, const kc_resource *res, void *ud)
+{
+    (void)res;
+    (void)ud;
+    const json_t *m = json_object_get(obj, "metadata");
+    const json_t *st = json_object_get(obj, "status");
+    json_t *ready = NULL;
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(st, "conditions"), i, c)
+    {
+        const char *t = json_string_value(json_object_get(c, "type"));
+        if (t && !strcmp(t, "Ready"))
+            ready =
+                json_pack("[{s:s, s:O*}]", "type", "Ready", "status", json_object_get(c, "status"));
+    }
+    json_t *out =
+        json_pack("{s:s, s:s, s:{s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:o*, s:o*}, s:{s:O*}, "
+                  "s:{s:O*, s:o*, s:o*, s:o*}}",
+                  "apiVersion", "v1", "kind", "Pod", "metadata", "name", json_object_get(m, "name"),
+                  "namespace", json_object_get(m, "namespace"), "uid", json_object_get(m, "uid"),
+                  "resourceVersion", json_object_get(m, "resourceVersion"), "creationTimestamp",
+                  json_object_get(m, "creationTimestamp"), "deletionTimestamp",
+                  json_object_get(m, "deletionTimestamp"), "labels",
+                  filtered(json_object_get(m, "labels"), pod_label_kept), "annotations",
+                  filtered(json_object_get(m, "annotations"), own_annotation), "spec", "nodeName",
+                  json_object_get(json_object_get(obj, "spec"), "nodeName"), "status", "phase",
+                  json_object_get(st, "phase"), "conditions", ready, "containerStatuses",
+                  ctr_statuses(json_object_get(st, "containerStatuses")), "initContainerStatuses",
+                  ctr_statuses(json_object_get(st, "initContainerStatuses")));
+    json_decref(obj);
+    return out;
+}
+
 /* Keeps what the operator reads of a Node: identity, labels, annotations, allocatable and
  * whether it is cordoned. */
 static json_t *node_transform(json_t *obj, const kc_resource *res, void *ud)
@@ -266,12 +373,13 @@ static json_t *node_transform(json_t *obj, const kc_resource *res, void *ud)
     (void)ud;
     const json_t *m = json_object_get(obj, "metadata");
     json_t *out = json_pack(
-        "{s:s, s:s, s:{s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:O*}, s:{s:O*}, s:{s:O*}}",
+        "{s:s, s:s, s:{s:O*, s:O*, s:O*, s:O*, s:o*, s:o*, s:O*}, s:{s:O*}, s:{s:O*}}",
         "apiVersion", "v1", "kind", "Node", "metadata", "name", json_object_get(m, "name"), "uid",
         json_object_get(m, "uid"), "resourceVersion", json_object_get(m, "resourceVersion"),
         "creationTimestamp", json_object_get(m, "creationTimestamp"), "labels",
-        json_object_get(m, "labels"), "annotations", json_object_get(m, "annotations"),
-        "deletionTimestamp", json_object_get(m, "deletionTimestamp"), "status", "allocatable",
+        filtered(json_object_get(m, "labels"), node_label_kept), "annotations",
+        filtered(json_object_get(m, "annotations"), own_annotation), "deletionTimestamp",
+        json_object_get(m, "deletionTimestamp"), "status", "allocatable",
         json_object_get(json_object_get(obj, "status"), "allocatable"), "spec", "unschedulable",
         json_object_get(json_object_get(obj, "spec"), "unschedulable"));
     json_decref(obj);
@@ -419,7 +527,8 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     /* The replica in the product token, which servers use to tell clients apart. */
     snprintf(agent, sizeof(agent), "gpu-operator%s%s/0.1.0", opts->identity ? "@" : "",
              opts->identity ? opts->identity : "");
-    kc_client_opts co = {.qps = 200, .burst = 400, .user_agent = agent};
+    double qps = opts->qps > 0 ? opts->qps : 500;
+    kc_client_opts co = {.qps = qps, .burst = (int)(2 * qps), .user_agent = agent};
     if ((rc = kc_client_new(opts->config, &co, &c->api, err)) != KC_OK ||
         (rc = kc_client_new(opts->config, &co, &c->watch, err)) != KC_OK)
         goto fail;
@@ -428,16 +537,16 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
         goto fail;
     if (opts->metrics) {
         static const char *const labels[] = {"kind", NULL};
-        double b[12];
-        kc_metrics_exp_buckets(0.0005, 2.5, 12, b, NULL);
+        double b[14]; /* 0.5 ms to 75 s */
+        kc_metrics_exp_buckets(0.0005, 2.5, 14, b, NULL);
         kc_metrics_histogram(opts->metrics, "gpu_operator_reconcile_duration_seconds",
                              "time spent in one reconcile, by kind (policy, node, status)", labels,
-                             b, 12, &c->m_duration, NULL);
+                             b, 14, &c->m_duration, NULL);
         kc_metric *d = NULL;
         if (kc_metrics_histogram(opts->metrics, "gpu_operator_transition_delay_seconds",
                                  "from the watch event that allowed a node transition to the "
                                  "operator's resulting write",
-                                 NULL, b, 12, &d, NULL) == KC_OK)
+                                 NULL, b, 14, &d, NULL) == KC_OK)
             c->m_delay = kc_metric_with(d, NULL);
     }
     /* Events about cluster-scoped objects (Nodes, the ClusterPolicy) must live in "default": the
@@ -468,11 +577,12 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
     kc_informer_handlers oh = {on_owned, on_owned_upd, on_owned, c};
     kc_informer_opts no = {.transform = node_transform, .name = "nodes"};
     kc_informer_opts owned = {.label_selector = OP_MANAGED_LABEL "=" OP_MANAGED_VALUE};
+    kc_informer_opts po = {.transform = pod_transform, .name = "pods"};
     if ((rc = kc_informer_new(c->watch, &c->loop, &KC_RES_CLUSTERPOLICIES, NULL, &ph, NULL,
                               &c->policies, err)) != KC_OK ||
         (rc = kc_informer_new(c->watch, &c->loop, &KC_RES_NODES, NULL, &nh, &no, &c->nodes, err)) !=
             KC_OK ||
-        (rc = kc_informer_new(c->watch, &c->loop, &KC_RES_PODS, c->ns, &podh, NULL, &c->pods,
+        (rc = kc_informer_new(c->watch, &c->loop, &KC_RES_PODS, c->ns, &podh, &po, &c->pods,
                               err)) != KC_OK)
         goto out;
     for (size_t i = 0; i < c->n_kinds; i++) {

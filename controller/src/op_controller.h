@@ -20,6 +20,7 @@ typedef struct op_controller_opts {
     const char *operator_image; /* validator fallback image (may be NULL) */
     kc_registry *metrics;       /* where the gpu_operator_* metrics go (borrowed, may be NULL) */
     int workers;                /* reconcile threads; 0 → 2 */
+    double qps;                 /* API client rate limit; 0 → 500 (burst twice that) */
     const char *identity; /* this replica (user agent "gpu-operator@<identity>/..."); NULL: none */
     long validation_backoff_ms; /* first retry delay of a failed validation; 0 → 5000 */
 } op_controller_opts;

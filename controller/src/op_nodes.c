@@ -80,12 +80,11 @@ static void node_events(op_controller *c, const json_t *node, const json_t *poli
             kc_event_record(c->events, node, "Normal", "MIGReconfiguring", "%s", out->reason);
         break;
     case OP_NODE_IN_PROGRESS:
-        if (out->stage >= 0 && out->stage != prev->stage) {
-            kc_event_record(c->events, node, "Normal", "StateEntered", "entered state %s",
-                            op_stage_name((op_stage)out->stage));
+        /* Logged, not recorded as Events: four per node would be most of a rollout's writes;
+         * the status shows where each node is. */
+        if (out->stage >= 0 && out->stage != prev->stage)
             kc_info("node entered state", "node=%s stage=%s", name,
                     op_stage_name((op_stage)out->stage));
-        }
         break;
     default:
         break;

@@ -252,14 +252,25 @@ long op_reconcile_status(op_controller *c)
             snprintf(not_ready + l, sizeof(not_ready) - l, "%s%s", nr++ ? ", " : "", st);
         }
     }
-    bool nodes_ok =
-        a.gpu > 0 && a.in_progress == 0 && a.reconfiguring == 0 && a.failed == a.mig_failed;
+    /* GPU nodes in the cache that no node reconcile has reported on yet (start-up). */
+    long gpu_seen = 0;
+    json_t *all_nodes = kc_informer_list(c->nodes);
+    size_t ni;
+    const json_t *nn;
+    json_array_foreach(all_nodes, ni, nn) if (op_node_is_gpu(nn)) gpu_seen++;
+    json_decref(all_nodes);
+    bool nodes_ok = a.gpu > 0 && a.gpu + a.opted_out >= gpu_seen && a.in_progress == 0 &&
+                    a.reconfiguring == 0 && a.failed == a.mig_failed;
     bool ready = !render_error[0] && nodes_ok && nr == 0;
     const char *reason;
     char msg[2048];
     if (render_error[0]) {
         reason = "ReconcileFailed";
         snprintf(msg, sizeof(msg), "the spec cannot be applied: %s", render_error);
+    } else if (a.gpu + a.opted_out < gpu_seen) {
+        reason = "Reconciling";
+        snprintf(msg, sizeof(msg), "reconciling GPU nodes: %ld of %ld seen so far",
+                 a.gpu + a.opted_out, gpu_seen);
     } else if (a.gpu == 0) {
         reason = "NoGPUNodes";
         snprintf(msg, sizeof(msg),
