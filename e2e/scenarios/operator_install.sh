@@ -66,6 +66,10 @@ for d in nvidia-driver-daemonset nvidia-container-toolkit-daemonset nvidia-devic
     assert_contains "DaemonSet $d" "$d" "$ds"
 done
 
+step "DCGM exporter: its Service has an endpoint per GPU node"
+until_eq "dcgm-exporter endpoints" "3" 30 bash -c \
+    "kubectl --kubeconfig $KUBECONFIG_E2E get endpoints -n gpu-operator nvidia-dcgm-exporter -o jsonpath='{.subsets[*].addresses[*].ip}' | wc -w"
+
 step "metrics"
 m=$(curl -sf "http://127.0.0.1:$METRICS_PORT/metrics")
 assert_contains "gpu nodes metric" "gpu_operator_gpu_nodes_total 3" "$m"
