@@ -74,7 +74,7 @@ until_eq "CRD established" "True" 30 k get crd clusterpolicies.nvidia.com \
     -o jsonpath='{.status.conditions[?(@.type=="Established")].status}'
 k create namespace gpu-operator >/dev/null
 h template gpu-operator "$chart" -n gpu-operator >"$E2E_DIR/default.yaml" 2>/dev/null
-k apply -n gpu-operator -f "$E2E_DIR/default.yaml" >"$E2E_DIR/apply.out" 2>&1 || fail "apply defaults: $(cat "$E2E_DIR/apply.out")"
+k apply -f "$E2E_DIR/default.yaml" >"$E2E_DIR/apply.out" 2>&1 || fail "apply defaults: $(cat "$E2E_DIR/apply.out")"
 assert_contains "ClusterPolicy" "clusterpolicy.nvidia.com/cluster-policy created" "$(cat "$E2E_DIR/apply.out")"
 assert_contains "Deployment" "deployment.apps/gpu-operator created" "$(cat "$E2E_DIR/apply.out")"
 assert_eq "operator args" "--leader-elect --metrics-bind-address=:8080 --health-probe-bind-address=:8081" \
@@ -95,7 +95,7 @@ yaml.safe_dump(spec, sys.stdout)
 PY
 h template gpu-operator "$chart" -n gpu-operator -f "$E2E_DIR/values-full.yaml" >"$E2E_DIR/full.yaml" 2>"$E2E_DIR/full.err" ||
     fail "helm template with every section: $(cat "$E2E_DIR/full.err")"
-k apply -n gpu-operator -f "$E2E_DIR/full.yaml" >"$E2E_DIR/apply.out" 2>&1 || fail "apply every section: $(cat "$E2E_DIR/apply.out")"
+k apply -f "$E2E_DIR/full.yaml" >"$E2E_DIR/apply.out" 2>&1 || fail "apply every section: $(cat "$E2E_DIR/apply.out")"
 k get clusterpolicy cluster-policy -o json >"$E2E_DIR/stored.json"
 python3 - "$E2E_DIR/values-full.yaml" "$E2E_DIR/stored.json" <<'PY' || fail "a value did not reach the ClusterPolicy"
 import json, sys, yaml

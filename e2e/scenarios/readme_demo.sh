@@ -17,4 +17,18 @@ assert_contains "teardown" "done: tearing the cluster down" "$out"
 # other scenarios' processes do not.
 assert_eq "nothing left running" "" "$(pgrep -f "$E2E_DIR/gpu-operator-demo" || true)"
 assert_eq "no demo directory left" "" "$(ls -d "$E2E_DIR"/gpu-operator-demo.* 2>/dev/null || true)"
+
+step "scripts/demo.sh --keep leaves the cluster up and says how to use and stop it"
+out=$(DEMO_BUILD_DIR="$BUILD_DIR" TMPDIR="$E2E_DIR" bash "$REPO_ROOT/scripts/demo.sh" --keep 2>&1) ||
+    fail "demo --keep failed:
+$out"
+kc=$(grep -o 'export KUBECONFIG=.*' <<<"$out" | sed 's/export KUBECONFIG=//')
+down=$(grep -o 'e2e/cluster down --dir .*' <<<"$out" | sed 's/e2e\/cluster down --dir //')
+[ -n "$kc" ] && [ -n "$down" ] || fail "no KUBECONFIG or stop command printed:
+$out"
+assert_eq "the kept cluster answers" "ready" \
+    "$(kubectl --kubeconfig "$kc" get clusterpolicy cluster-policy -o jsonpath='{.status.state}')"
+"$REPO_ROOT/e2e/cluster" down --dir "$down" >/dev/null 2>&1
+rm -rf "$down"
+assert_eq "stopped" "" "$(pgrep -f "$E2E_DIR/gpu-operator-demo" || true)"
 echo "PASS readme_demo"
