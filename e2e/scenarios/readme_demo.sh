@@ -3,7 +3,7 @@
 # it reaches ready, partitions p4d-0 with all-balanced, shows the new capacity, exits 0 and leaves
 # nothing running.
 source "$(dirname "$0")/../lib.sh"
-[ "$E2E_CLUSTER" = kubesim ] || { echo "SKIP readme_demo: the demo brings its own kubesim"; exit 0; }
+[ "$E2E_CLUSTER" = kubesim ] || skip_scenario "the demo brings its own kubesim"
 
 out=$(DEMO_BUILD_DIR="$BUILD_DIR" TMPDIR="$E2E_DIR" bash "$REPO_ROOT/scripts/demo.sh" 2>&1) ||
     fail "demo failed:
