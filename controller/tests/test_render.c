@@ -217,7 +217,9 @@ Test(render_load, files_in_name_order)
 /* Makes a temporary states folder linking the real state folders except `skip`. */
 static char *temp_states(const char *skip)
 {
-    char *dir = strdup("/tmp/test_render_XXXXXX");
+    const char *tmp = getenv("TMPDIR");
+    char *dir = NULL;
+    cr_assert_geq(asprintf(&dir, "%s/test_render_XXXXXX", tmp && *tmp ? tmp : P_tmpdir), 0);
     cr_assert_not_null(mkdtemp(dir));
     op_states *s = load_states();
     for (size_t i = 0; i < op_states_count(s); i++) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "validator_dl.h"
 #include "vectoradd_ptx.h"
 
 #define DEFAULT_LIBCUDA "libcuda.so.1"
@@ -18,43 +19,11 @@ void vcuda_unload(struct vcuda *cu)
     memset(cu, 0, sizeof(*cu));
 }
 
-/* Resolves one symbol into *slot; names the missing one in err. */
-static int resolve(void *lib, const char *path, const char *name, void *slot, char *err,
-                   size_t errlen)
-{
-    void *sym = dlsym(lib, name);
-    if (!sym) {
-        snprintf(err, errlen,
-                 "%s has no %s: not a CUDA driver library, or a driver too old for this "
-                 "validator",
-                 path, name);
-        return VAL_NO_DRIVER;
-    }
-    memcpy(slot, &sym, sizeof(sym));
-    return VAL_OK;
-}
-
 int vcuda_load(struct vcuda *cu, const char *path, char *err, size_t errlen)
 {
     memset(cu, 0, sizeof(*cu));
-    if (!path || !*path)
-        path = getenv("GPU_VALIDATOR_LIBCUDA");
-    if (!path || !*path)
-        path = DEFAULT_LIBCUDA;
-    cu->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!cu->lib) {
-        const char *why = dlerror();
-        snprintf(err, errlen,
-                 "no NVIDIA driver: %s (is the driver installed and the container run with the "
-                 "nvidia runtime?)",
-                 why ? why : path);
-        return VAL_NO_DRIVER;
-    }
     /* Versioned names are those the CUDA headers map the plain names to. */
-    static const struct {
-        const char *name;
-        size_t offset;
-    } syms[] = {
+    static const struct val_dl_sym syms[] = {
         {"cuInit", offsetof(struct vcuda, cuInit)},
         {"cuDriverGetVersion", offsetof(struct vcuda, cuDriverGetVersion)},
         {"cuDeviceGetCount", offsetof(struct vcuda, cuDeviceGetCount)},
@@ -76,14 +45,9 @@ int vcuda_load(struct vcuda *cu, const char *path, char *err, size_t errlen)
         {"cuGetErrorName", offsetof(struct vcuda, cuGetErrorName)},
         {"cuGetErrorString", offsetof(struct vcuda, cuGetErrorString)},
     };
-    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-        int rc = resolve(cu->lib, path, syms[i].name, (char *)cu + syms[i].offset, err, errlen);
-        if (rc != VAL_OK) {
-            vcuda_unload(cu);
-            return rc;
-        }
-    }
-    return VAL_OK;
+    return val_dl_load(&cu->lib, path, "GPU_VALIDATOR_LIBCUDA", DEFAULT_LIBCUDA,
+                       "a CUDA driver library", syms, sizeof(syms) / sizeof(syms[0]), cu, err,
+                       errlen);
 }
 
 void vcuda_error(const struct vcuda *cu, CUresult rc, const char *what, char *err, size_t errlen)

@@ -1,6 +1,8 @@
 /* NVML access for the validator: libnvidia-ml loaded at run time, GPUs and MIG devices listed. */
 #include "validator_nvml.h"
 
+#include "validator_dl.h"
+
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,23 +29,7 @@ void vnvml_error(const struct vnvml *nv, nvmlReturn_t rc, const char *what, char
 int vnvml_open(struct vnvml *nv, const char *path, char *err, size_t errlen)
 {
     memset(nv, 0, sizeof(*nv));
-    if (!path || !*path)
-        path = getenv("GPU_VALIDATOR_LIBNVML");
-    if (!path || !*path)
-        path = DEFAULT_LIBNVML;
-    nv->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!nv->lib) {
-        const char *why = dlerror();
-        snprintf(err, errlen,
-                 "no NVIDIA driver: %s (is the driver installed and the container run with the "
-                 "nvidia runtime?)",
-                 why ? why : path);
-        return VAL_NO_DRIVER;
-    }
-    static const struct {
-        const char *name;
-        size_t offset;
-    } syms[] = {
+    static const struct val_dl_sym syms[] = {
         {"nvmlInit_v2", offsetof(struct vnvml, nvmlInit)},
         {"nvmlShutdown", offsetof(struct vnvml, nvmlShutdown)},
         {"nvmlErrorString", offsetof(struct vnvml, nvmlErrorString)},
@@ -58,17 +44,11 @@ int vnvml_open(struct vnvml *nv, const char *path, char *err, size_t errlen)
         {"nvmlDeviceGetMigDeviceHandleByIndex",
          offsetof(struct vnvml, nvmlDeviceGetMigDeviceHandleByIndex)},
     };
-    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-        void *sym = dlsym(nv->lib, syms[i].name);
-        if (!sym) {
-            snprintf(err, errlen,
-                     "%s has no %s: not the NVML library, or a driver too old for this validator",
-                     path, syms[i].name);
-            vnvml_close(nv);
-            return VAL_NO_DRIVER;
-        }
-        memcpy((char *)nv + syms[i].offset, &sym, sizeof(sym));
-    }
+    int lrc =
+        val_dl_load(&nv->lib, path, "GPU_VALIDATOR_LIBNVML", DEFAULT_LIBNVML, "the NVML library",
+                    syms, sizeof(syms) / sizeof(syms[0]), nv, err, errlen);
+    if (lrc != VAL_OK)
+        return lrc;
     nvmlReturn_t rc = nv->nvmlInit();
     if (rc != NVML_SUCCESS) {
         vnvml_error(nv, rc, "nvmlInit_v2", err, errlen);

@@ -598,29 +598,29 @@ static kl_pod **running_on(struct ks_kubelet *kl, const char *node)
 {
     size_t pos = 0, n = 0;
     kl_pod *p;
-    kl_pod **todo = calloc(kc_map_size(kl->pods) + 1, sizeof(*todo));
-    while (todo && kc_map_next(kl->pods, &pos, NULL, (void **)&p))
+    kl_pod **running = calloc(kc_map_size(kl->pods) + 1, sizeof(*running));
+    while (running && kc_map_next(kl->pods, &pos, NULL, (void **)&p))
         if (p->stage == ST_RUNNING && strcmp(p->node, node) == 0)
-            todo[n++] = p;
-    return todo;
+            running[n++] = p;
+    return running;
 }
 
 void kl_pod_node_ready_changed(struct ks_kubelet *kl, const char *node)
 {
-    kl_pod **todo = running_on(kl, node);
-    for (size_t i = 0; todo && todo[i]; i++)
-        kl_pod_write(todo[i]);
-    free(todo);
+    kl_pod **running = running_on(kl, node);
+    for (size_t i = 0; running && running[i]; i++)
+        kl_pod_write(running[i]);
+    free(running);
 }
 
 void kl_pod_node_rebooted(struct ks_kubelet *kl, const char *node)
 {
-    kl_pod **todo = running_on(kl, node);
+    kl_pod **running = running_on(kl, node);
     char now[32];
     ks_now_rfc3339(now);
-    for (size_t i = 0; todo && todo[i]; i++) {
-        for (size_t j = 0; j < todo[i]->n_ctrs; j++) {
-            kl_ctr *c = &todo[i]->ctrs[j];
+    for (size_t i = 0; running && running[i]; i++) {
+        for (size_t j = 0; j < running[i]->n_ctrs; j++) {
+            kl_ctr *c = &running[i]->ctrs[j];
             /* Local processes keep running: only simulated containers "restart". */
             if (c->map || c->state != CS_RUNNING)
                 continue;
@@ -630,7 +630,7 @@ void kl_pod_node_rebooted(struct ks_kubelet *kl, const char *node)
             c->restarts++;
             snprintf(c->started_at, sizeof(c->started_at), "%s", now);
         }
-        kl_pod_write(todo[i]);
+        kl_pod_write(running[i]);
     }
-    free(todo);
+    free(running);
 }

@@ -2,6 +2,8 @@
  * (libfakecuda.so, libfakenvml.so) and against missing libraries, checking output and exit codes.
  */
 #include <criterion/criterion.h>
+
+#include "vtest_tmp.h"
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -32,7 +34,8 @@ static char *slurp(int fd)
 
 static int tmpfd(void)
 {
-    char path[] = "/tmp/vrun.XXXXXX";
+    char path[512];
+    vtest_tmp(path, sizeof(path), "vrun");
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
     unlink(path);
@@ -370,7 +373,8 @@ Test(run, plugin_mode_runs_on_every_visible_device)
 
 Test(run, mig_mode_lists_mig_devices_then_runs_vectoradd)
 {
-    char status[] = "/tmp/vmig.XXXXXX";
+    char status[512];
+    vtest_tmp(status, sizeof(status), "vmig");
     int sfd = mkstemp(status);
     cr_assert_geq(sfd, 0);
     close(sfd);
@@ -429,9 +433,9 @@ Test(run, mig_mode_fails_when_mig_is_on_without_devices)
 
 Test(run, status_file_written_on_success_removed_on_failure)
 {
-    char dir[] = "/tmp/vstatus.XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
-    char path[128], arg[160];
+    char dir[512];
+    cr_assert_not_null(mkdtemp(vtest_tmp(dir, sizeof(dir), "vstatus")));
+    char path[600], arg[640];
     snprintf(path, sizeof(path), "%s/driver-ready", dir);
     snprintf(arg, sizeof(arg), "--status-file=%s", path);
     const char *args[] = {"--mode", "driver", arg, NULL};

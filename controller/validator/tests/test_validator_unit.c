@@ -1,6 +1,8 @@
 /* Tests for the validator's parts in-process: arguments, the result check, the PTX text, library
  * loading errors, and vectorAdd through the CPU shim of the CUDA driver. */
 #include <criterion/criterion.h>
+
+#include "vtest_tmp.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,9 +208,9 @@ Test(ptx, index_and_bounds_check)
 Test(ptx, assembles_with_ptxas)
 {
     const char *ptxas = VALIDATOR_PTXAS;
-    char dir[] = "/tmp/vptx.XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
-    char src[64], obj[64];
+    char dir[512];
+    cr_assert_not_null(mkdtemp(vtest_tmp(dir, sizeof(dir), "vptx")));
+    char src[600], obj[600];
     snprintf(src, sizeof(src), "%s/vectoradd.ptx", dir);
     snprintf(obj, sizeof(obj), "%s/vectoradd.cubin", dir);
     FILE *f = fopen(src, "w");
