@@ -327,7 +327,8 @@ typedef struct reader {
 static void *reader_main(void *arg)
 {
     reader *r = arg;
-    while (!atomic_load(&r->stop)) {
+    /* At least one pass even when the events were all delivered before this thread ran. */
+    do {
         json_t *o = kc_informer_get(r->inf, "ns", "hot");
         if (o && !json_object_get(o, "metadata"))
             abort(); /* a torn object would be a bug */
@@ -336,7 +337,7 @@ static void *reader_main(void *arg)
         json_decref(all);
         (void)kc_informer_count(r->inf);
         atomic_fetch_add(&r->reads, 1);
-    }
+    } while (!atomic_load(&r->stop));
     return NULL;
 }
 
