@@ -25,7 +25,10 @@ cleanup() {
         fi
         "$E2E_ROOT/cluster" down --dir "$e2e_tmp" >/dev/null 2>&1 || true
     fi
-    # --- conformance lane: stop the nodesim this scenario started on the real cluster
+    # --- conformance lane: stop the pod runner and the nodesim this scenario started
+    if [ "$E2E_CLUSTER" = real ] && [ -f "$e2e_tmp/podrunner.pid" ]; then
+        "$E2E_ROOT/realcluster" stop-pods --state "$e2e_tmp" >/dev/null 2>&1 || true
+    fi
     if [ "$E2E_CLUSTER" = real ] && [ -f "$e2e_tmp/nodesim.pid" ]; then
         if [ $rc -ne 0 ]; then
             echo "--- last nodesim log lines ---" >&2
@@ -46,13 +49,17 @@ cluster_up() {
     else
         cp "$KUBECONFIG" "$KUBECONFIG_E2E"
         # --- conformance lane: the fleet on the real cluster (nodesim, or plain nodes for kwok);
-        # kubesim options are ignored, except --image-map (pods as local processes): kubesim-only.
-        local a
+        # kubesim options are ignored, except --image-map: e2e/podrunner.py runs those pods.
+        local a map="" prev=""
         for a in "$@"; do
-            [ "$a" != --image-map ] ||
-                skip_scenario "its pods run as local processes through kubesim's --image-map"
+            [ "$prev" != --image-map ] || map=$a
+            prev=$a
         done
         "$E2E_ROOT/realcluster" nodes --kubeconfig "$KUBECONFIG_E2E" --state "$e2e_tmp" "$@" >/dev/null
+        if [ -n "$map" ]; then
+            "$E2E_ROOT/realcluster" run-pods --kubeconfig "$KUBECONFIG" --state "$e2e_tmp" \
+                --image-map "$map" 2>/dev/null
+        fi
         # --- end conformance lane
     fi
 }

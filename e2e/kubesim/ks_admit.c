@@ -457,14 +457,16 @@ kc_code ks_admit(void *simp, const ks_rtype *t, const json_t *old, json_t *obj, 
 
     if (t->crd_name) {
         /* Custom resources: prune, default, validate against the version's schema; /status
-         * writes too, since they replace the part of the object the schema covers. */
+         * writes against its status part, as the API server does. */
         if (t->schema) {
             ks_crd_prune(t->schema, obj, NULL);
             ks_crd_default(t->schema, obj);
         }
         if (!old)
             ks_validate_meta(&v, obj, 's');
-        if (t->schema)
+        if (t->schema && status_write)
+            ks_crd_schema_check_status(&v, t->schema, obj);
+        else if (t->schema)
             ks_crd_schema_check(&v, t->schema, obj);
         return ks_verr_finish(&v, group, kind, obj_name(obj), err);
     }
@@ -479,7 +481,7 @@ kc_code ks_admit(void *simp, const ks_rtype *t, const json_t *old, json_t *obj, 
         ks_apps_default(kind, obj);
     else if (strcmp(group, "apiextensions.k8s.io") == 0 &&
              strcmp(kind, "CustomResourceDefinition") == 0)
-        ks_crd_definition_default(obj);
+        ks_crd_definition_default(obj, old == NULL);
 
     if (!old) {
         ks_validate_meta(&v, obj, name_rule_for(group, kind));

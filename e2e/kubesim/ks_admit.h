@@ -33,6 +33,9 @@ const char *ks_admit_message(const kc_err *err);
 typedef struct ks_verr {
     json_t *causes; /* array of {reason, message, field}, created on the first error */
     bool nomem;
+    /* Characters of a field path left out where a schema message names the path "in body"
+     * (a /status write is checked against the status schema: "status." is not in the body). */
+    size_t body_skip;
 } ks_verr;
 
 /* Appends one cause. body is the text after `<field>: `. */

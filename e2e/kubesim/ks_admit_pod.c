@@ -78,8 +78,14 @@ static void container_default(json_t *c, bool host_network, bool pod)
     probe_default(json_object_get(c, "readinessProbe"));
     probe_default(json_object_get(c, "startupProbe"));
     json_t *env = json_object_get(c, "env");
-    for (size_t i = 0; i < json_array_size(env); i++)
-        field_ref_default(json_array_get(env, i));
+    for (size_t i = 0; i < json_array_size(env); i++) {
+        json_t *e = json_array_get(env, i);
+        field_ref_default(e);
+        /* EnvVar.value is omitempty in the API server's types: `value: ""` is not stored. */
+        const json_t *val = json_object_get(e, "value");
+        if (json_is_string(val) && !json_string_value(val)[0])
+            json_object_del(e, "value");
+    }
 }
 
 static void volume_default(json_t *vol)

@@ -275,8 +275,26 @@ kc_code ks_crd_sync(ks_sim *sim, const json_t *crd, bool deleted, kc_err *err)
 
 /* ---- admission of the CRD object itself --------------------------------------------------- */
 
-void ks_crd_definition_default(json_t *crd)
+/* The status the API server stores with a new CRD, before its controllers accept the names:
+ * acceptedNames empty, conditions null, storedVersions [the storage version]. */
+static void initial_status(json_t *crd)
 {
+    const json_t *versions = json_object_get(json_object_get(crd, "spec"), "versions");
+    json_t *stored = json_array();
+    for (size_t i = 0; stored && i < json_array_size(versions); i++) {
+        const json_t *ver = json_array_get(versions, i);
+        if (json_is_true(json_object_get(ver, "storage")) && *ks_str(ver, "name"))
+            json_array_append_new(stored, json_string(ks_str(ver, "name")));
+    }
+    json_object_set_new(crd, "status",
+                        json_pack("{s:{s:s, s:s}, s:n, s:o*}", "acceptedNames", "kind", "",
+                                  "plural", "", "conditions", "storedVersions", stored));
+}
+
+void ks_crd_definition_default(json_t *crd, bool create)
+{
+    if (create)
+        initial_status(crd);
     json_t *spec = ks_obj_child(crd, "spec");
     json_t *names = spec ? ks_obj_child(spec, "names") : NULL;
     if (!names)

@@ -27,10 +27,14 @@ void ks_crd_default(const json_t *schema, json_t *obj);
  * `date` and `date-time` string formats, required properties, then the uniqueness rules of
  * x-kubernetes-list-type `set` and `map` lists (Duplicate value), in the API server's order. */
 void ks_crd_schema_check(ks_verr *v, const json_t *schema, const json_t *obj);
+/* What the API server checks on a /status write: the object's status against the schema's
+ * status property; fields are named status.<path>, the messages' "in body" paths <path>. */
+void ks_crd_schema_check_status(ks_verr *v, const json_t *schema, const json_t *obj);
 
 /* Admission of CustomResourceDefinition objects: defaults (names.singular, listKind,
- * conversion) and validation (group, names, scope, versions, name = plural.group, schemas). */
-void ks_crd_definition_default(json_t *crd);
+ * conversion; on create, the initial status the API server stores) and validation (group, names,
+ * scope, versions, name = plural.group, schemas). */
+void ks_crd_definition_default(json_t *crd, bool create);
 void ks_crd_definition_validate(ks_verr *v, const json_t *old, const json_t *crd);
 
 /* The Table columns of one CRD version: Name, then additionalPrinterColumns (or Age when there

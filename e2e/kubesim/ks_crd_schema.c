@@ -351,11 +351,17 @@ static double num(const json_t *v)
     return json_number_value(v);
 }
 
+/* The path as a schema message names it "in body". */
+static const char *body_path(const ks_verr *v, const char *path)
+{
+    return v->body_skip <= strlen(path) ? path + v->body_skip : path;
+}
+
 static void type_error(ks_verr *v, const char *path, const char *want, const char *actual)
 {
     char *q = ks_go_quote(actual);
     char detail[1400];
-    snprintf(detail, sizeof(detail), "%s in body must be of type %s: %s", path, want,
+    snprintf(detail, sizeof(detail), "%s in body must be of type %s: %s", body_path(v, path), want,
              q ? q : "\"\"");
     ks_verr_type_invalid(v, path, q, detail);
     free(q);
@@ -366,7 +372,7 @@ static void invalid_detail(ks_verr *v, const char *path, const json_t *val, cons
 {
     char *gov = ks_go_value(val);
     char detail[2200];
-    snprintf(detail, sizeof(detail), fmt, path, arg);
+    snprintf(detail, sizeof(detail), fmt, body_path(v, path), arg);
     ks_verr_invalid(v, path, gov, detail);
     free(gov);
 }
@@ -529,8 +535,8 @@ static void check_string(ks_verr *v, const json_t *schema, const json_t *val, co
     if (format && format_ok(format, s, json_string_length(val)) == 0) {
         char *q = ks_go_quote(s);
         char detail[1400];
-        snprintf(detail, sizeof(detail), "%s in body must be of type %s: %s", path, format,
-                 q ? q : "\"\"");
+        snprintf(detail, sizeof(detail), "%s in body must be of type %s: %s", body_path(v, path),
+                 format, q ? q : "\"\"");
         ks_verr_type_invalid(v, path, q, detail);
         free(q);
     }
@@ -781,6 +787,19 @@ void ks_crd_schema_check(ks_verr *v, const json_t *schema, const json_t *obj)
 {
     check_node(v, schema, obj, "", true, 0);
     list_node(v, schema, obj, "", 0);
+}
+
+void ks_crd_schema_check_status(ks_verr *v, const json_t *schema, const json_t *obj)
+{
+    const json_t *sub = json_object_get(json_object_get(schema, "properties"), "status");
+    const json_t *st = json_object_get(obj, "status");
+    if (!sub || !st)
+        return;
+    size_t skip = v->body_skip;
+    v->body_skip = strlen("status.");
+    check_node(v, sub, st, "status", false, 1);
+    list_node(v, sub, st, "status", 1);
+    v->body_skip = skip;
 }
 
 kc_code ks_crd_validate(const json_t *schema, const json_t *obj, kc_err *err)

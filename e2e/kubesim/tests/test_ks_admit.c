@@ -202,6 +202,22 @@ Test(ks_admit, daemonset_replicaset_statefulset_job_defaults)
             "values: \"OnFailure\", \"Never\"");
 }
 
+/* EnvVar.value is omitempty on the real server: `value: ""` is not stored, other values are. */
+Test(ks_admit, empty_env_value_is_not_stored)
+{
+    json_t *ds = ok("apps", "DaemonSet",
+                    J("{'metadata':{'name':'ds'},'spec':{'selector':{'matchLabels':{'a':'b'}},"
+                      "'template':{'metadata':{'labels':{'a':'b'}},'spec':{'containers':[{"
+                      "'name':'c','image':'i','env':[{'name':'E','value':''},"
+                      "{'name':'F','value':'x'}]}]}}}}"));
+    json_t *env = at(ds, "spec/template/spec/containers/0/env");
+    cr_assert_eq(json_array_size(env), 2);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(env, 0), "name")), "E");
+    cr_assert_null(json_object_get(json_array_get(env, 0), "value"));
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(env, 1), "value")), "x");
+    json_decref(ds);
+}
+
 Test(ks_admit, pod_defaults)
 {
     json_t *p = ok("", "Pod",

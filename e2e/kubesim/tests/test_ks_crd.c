@@ -268,6 +268,14 @@ Test(ks_crd, definition_admission)
     cr_assert_str_eq(sv(names, "listKind"), "ClusterPolicyList");
     cr_assert_str_eq(sv(json_object_get(json_object_get(crd, "spec"), "conversion"), "strategy"),
                      "None");
+    /* As created, before the CRD controller runs: the API server's initial status. */
+    json_t *st0 = json_object_get(crd, "status");
+    cr_assert(json_is_null(json_object_get(st0, "conditions")));
+    cr_assert_str_eq(sv(json_object_get(st0, "acceptedNames"), "kind"), "");
+    cr_assert_str_eq(sv(json_object_get(st0, "acceptedNames"), "plural"), "");
+    cr_assert_eq(json_array_size(json_object_get(st0, "storedVersions")), 1);
+    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(st0, "storedVersions"), 0)),
+                     "v1");
     json_decref(crd);
 
     kc_err e;
@@ -364,11 +372,12 @@ Test(ks_crd, sync_serves_the_crd)
     json_t *spec = json_object_get(out, "spec");
     cr_assert_null(json_object_get(spec, "nope"));
     cr_assert(json_is_true(json_object_get(json_object_get(spec, "driver"), "enabled")));
-    /* /status writes are checked against the schema too */
+    /* /status writes are checked against the status schema, whose messages name the path from
+     * the status root "in body", as the API server's do */
     json_object_set_new(out, "status", J("{'state':5}"));
     cr_assert_eq(ks_update(st, t, NULL, json_incref(out), KS_WRITE_STATUS, NULL, &e), KC_EINVALID);
     cr_assert_str_eq(ks_admit_message(&e),
-                     PFX "status.state: Invalid value: \"integer\": status.state in body must be "
+                     PFX "status.state: Invalid value: \"integer\": state in body must be "
                          "of type string: \"integer\"");
     json_object_set_new(out, "status", J("{'state':'ready','junk':1}"));
     json_t *st_out = NULL;
