@@ -1,7 +1,8 @@
 /* ks_proto: decoding of the Kubernetes protobuf bodies client-go sends (helm's release Secrets,
- * kubectl create configmap/namespace/serviceaccount/token, kubectl auth can-i, DeleteOptions):
- * the "k8s\0" envelope, runtime.Unknown, and the Secret / ConfigMap / Namespace / ServiceAccount /
- * TokenRequest / SelfSubjectAccessReview / DeleteOptions messages, into their JSON form. */
+ * kubectl create configmap/namespace/serviceaccount/token/deployment, kubectl auth can-i,
+ * DeleteOptions): the "k8s\0" envelope, runtime.Unknown, and the Secret / ConfigMap / Namespace /
+ * ServiceAccount / Deployment / TokenRequest / SelfSubjectAccessReview / DeleteOptions messages,
+ * into their JSON form. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,8 @@ typedef enum ftype {
     F_MAP_STR,   /* map<string,string> */
     F_MAP_BYTES, /* map<string,bytes> → base64 values */
     F_TIME,      /* meta.v1.Time {seconds=1, nanos=2} → RFC 3339 */
+    F_INTSTR,    /* util.intstr.IntOrString {type=1, intVal=2, strVal=3} → number or string */
+    F_MAP_QTY,   /* map<string, resource.Quantity{string=1}> → string values */
 } ftype;
 
 struct pmsg;
@@ -39,11 +42,19 @@ typedef struct pmsg {
     const char *name;
     const pfield *fields;
     size_t n;
+    /* An unknown field with a value other than its zero value is refused instead of skipped:
+     * the message's Go type has fields kubesim does not decode, and dropping one would store a
+     * different object than the client sent. */
+    bool strict;
 } pmsg;
 
 #define MSG(name, arr)                                                                             \
     {                                                                                              \
-        name, arr, sizeof(arr) / sizeof(arr[0])                                                    \
+        name, arr, sizeof(arr) / sizeof(arr[0]), false                                             \
+    }
+#define STRICT_MSG(name, arr)                                                                      \
+    {                                                                                              \
+        name, arr, sizeof(arr) / sizeof(arr[0]), true                                              \
     }
 
 static const pfield OWNER_REF_F[] = {
@@ -223,6 +234,112 @@ static const pfield DELETE_F[] = {
 };
 static const pmsg DELETE_OPTS = MSG("DeleteOptions", DELETE_F);
 
+/* apps/v1 Deployment as `kubectl create deployment` builds it (name, labels, replicas, selector,
+ * containers with image, command, ports, env, resources) and the common pod template fields. */
+static const pfield LSELREQ_F[] = {
+    {1, "key", F_STRING, false, false, NULL},
+    {2, "operator", F_STRING, false, false, NULL},
+    {3, "values", F_STRING, true, false, NULL},
+};
+static const pmsg LSELREQ = STRICT_MSG("LabelSelectorRequirement", LSELREQ_F);
+
+static const pfield LSEL_F[] = {
+    {1, "matchLabels", F_MAP_STR, false, false, NULL},
+    {2, "matchExpressions", F_MSG, true, false, &LSELREQ},
+};
+static const pmsg LSEL = STRICT_MSG("LabelSelector", LSEL_F);
+
+static const pfield PORT_F[] = {
+    {1, "name", F_STRING, false, false, NULL},
+    {2, "hostPort", F_INT64, false, false, NULL},
+    {3, "containerPort", F_INT64, false, false, NULL},
+    {4, "protocol", F_STRING, false, false, NULL},
+    {5, "hostIP", F_STRING, false, false, NULL},
+};
+static const pmsg PORT = STRICT_MSG("ContainerPort", PORT_F);
+
+static const pfield ENVVAR_F[] = {
+    {1, "name", F_STRING, false, false, NULL},
+    {2, "value", F_STRING, false, false, NULL},
+};
+static const pmsg ENVVAR = STRICT_MSG("EnvVar", ENVVAR_F);
+
+static const pfield RESREQ_F[] = {
+    {1, "limits", F_MAP_QTY, false, false, NULL},
+    {2, "requests", F_MAP_QTY, false, false, NULL},
+};
+static const pmsg RESREQ = STRICT_MSG("ResourceRequirements", RESREQ_F);
+
+static const pfield CONTAINER_F[] = {
+    {1, "name", F_STRING, false, false, NULL},
+    {2, "image", F_STRING, false, false, NULL},
+    {3, "command", F_STRING, true, false, NULL},
+    {4, "args", F_STRING, true, false, NULL},
+    {5, "workingDir", F_STRING, false, false, NULL},
+    {6, "ports", F_MSG, true, false, &PORT},
+    {7, "env", F_MSG, true, false, &ENVVAR},
+    {8, "resources", F_MSG, false, true, &RESREQ},
+    {13, "terminationMessagePath", F_STRING, false, false, NULL},
+    {14, "imagePullPolicy", F_STRING, false, false, NULL},
+    {16, "stdin", F_BOOL, false, false, NULL},
+    {17, "stdinOnce", F_BOOL, false, false, NULL},
+    {18, "tty", F_BOOL, false, false, NULL},
+    {20, "terminationMessagePolicy", F_STRING, false, false, NULL},
+};
+static const pmsg CONTAINER = STRICT_MSG("Container", CONTAINER_F);
+
+static const pfield PODSPEC_F[] = {
+    {2, "containers", F_MSG, true, false, &CONTAINER},
+    {3, "restartPolicy", F_STRING, false, false, NULL},
+    {4, "terminationGracePeriodSeconds", F_INT64, false, true, NULL},
+    {6, "dnsPolicy", F_STRING, false, false, NULL},
+    {7, "nodeSelector", F_MAP_STR, false, false, NULL},
+    {8, "serviceAccountName", F_STRING, false, false, NULL},
+    {10, "nodeName", F_STRING, false, false, NULL},
+    {11, "hostNetwork", F_BOOL, false, false, NULL},
+    {19, "schedulerName", F_STRING, false, false, NULL},
+    {20, "initContainers", F_MSG, true, false, &CONTAINER},
+    {24, "priorityClassName", F_STRING, false, false, NULL},
+};
+static const pmsg PODSPEC = STRICT_MSG("PodSpec", PODSPEC_F);
+
+static const pfield PODTMPL_F[] = {
+    {1, "metadata", F_MSG, false, true, &META},
+    {2, "spec", F_MSG, false, true, &PODSPEC},
+};
+static const pmsg PODTMPL = STRICT_MSG("PodTemplateSpec", PODTMPL_F);
+
+static const pfield ROLLING_F[] = {
+    {1, "maxUnavailable", F_INTSTR, false, false, NULL},
+    {2, "maxSurge", F_INTSTR, false, false, NULL},
+};
+static const pmsg ROLLING = STRICT_MSG("RollingUpdateDeployment", ROLLING_F);
+
+static const pfield DSTRAT_F[] = {
+    {1, "type", F_STRING, false, false, NULL},
+    {2, "rollingUpdate", F_MSG, false, false, &ROLLING},
+};
+static const pmsg DSTRAT = STRICT_MSG("DeploymentStrategy", DSTRAT_F);
+
+static const pfield DSPEC_F[] = {
+    {1, "replicas", F_INT64, false, true, NULL},
+    {2, "selector", F_MSG, false, false, &LSEL},
+    {3, "template", F_MSG, false, true, &PODTMPL},
+    {4, "strategy", F_MSG, false, true, &DSTRAT},
+    {5, "minReadySeconds", F_INT64, false, false, NULL},
+    {6, "revisionHistoryLimit", F_INT64, false, true, NULL},
+    {7, "paused", F_BOOL, false, false, NULL},
+    {9, "progressDeadlineSeconds", F_INT64, false, true, NULL},
+};
+static const pmsg DSPEC = STRICT_MSG("DeploymentSpec", DSPEC_F);
+
+/* Field 3, status, is the server's to write: skipped like any unknown field. */
+static const pfield DEPLOY_F[] = {
+    {1, "metadata", F_MSG, false, false, &META},
+    {2, "spec", F_MSG, false, true, &DSPEC},
+};
+static const pmsg DEPLOYMENT = MSG("Deployment", DEPLOY_F);
+
 static const pfield TYPEMETA_F[] = {
     {1, "apiVersion", F_STRING, false, false, NULL},
     {2, "kind", F_STRING, false, false, NULL},
@@ -383,8 +500,62 @@ static kc_code time_value(rd *s, json_t **out, kc_err *err)
     return *out ? KC_OK : kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
 }
 
-/* One map entry {key=1, value=2} into map. */
-static kc_code map_entry(rd *s, json_t *map, bool bytes, const char *msg, const char *field,
+/* resource.Quantity {string=1}: the quantity's text (other fields are Go-internal). */
+static kc_code quantity_text(rd *s, rd *text, kc_err *err)
+{
+    *text = (rd){s->base, s->pos, s->pos};
+    while (s->pos < s->end) {
+        uint32_t num;
+        int wire;
+        size_t at = s->pos;
+        kc_code rc = read_tag(s, &num, &wire, err);
+        if (rc != KC_OK)
+            return rc;
+        if (num == 1 && wire != 2)
+            return perr(err, at, "Quantity.string with a wire type other than bytes");
+        rc = num == 1 ? read_bytes(s, text, err) : skip_field(s, wire, err);
+        if (rc != KC_OK)
+            return rc;
+    }
+    return KC_OK;
+}
+
+/* util.intstr.IntOrString {type=1 (0 int, 1 string), intVal=2, strVal=3}. */
+static kc_code intstr_value(rd *s, json_t **out, kc_err *err)
+{
+    uint64_t type = 0, ival = 0;
+    rd str = {s->base, s->pos, s->pos};
+    *out = NULL;
+    while (s->pos < s->end) {
+        uint32_t num;
+        int wire;
+        size_t at = s->pos;
+        kc_code rc = read_tag(s, &num, &wire, err);
+        if (rc != KC_OK)
+            return rc;
+        if ((num == 1 || num == 2) && wire != 0)
+            return perr(err, at, "IntOrString type/intVal with a wire type other than varint");
+        if (num == 3 && wire != 2)
+            return perr(err, at, "IntOrString.strVal with a wire type other than bytes");
+        if (num == 1 || num == 2)
+            rc = read_varint(s, num == 1 ? &type : &ival, err);
+        else
+            rc = num == 3 ? read_bytes(s, &str, err) : skip_field(s, wire, err);
+        if (rc != KC_OK)
+            return rc;
+    }
+    if (type > 1)
+        return perr(err, s->end, "IntOrString.type is neither 0 (int) nor 1 (string)");
+    if (type == 1)
+        *out = string_value(&str, "IntOrString", "strVal", err);
+    else
+        *out = json_integer((json_int_t)(int32_t)ival);
+    return *out ? KC_OK : (err && err->code ? err->code : KC_ENOMEM);
+}
+
+/* One map entry {key=1, value=2} into map; kind says what the value is (F_MAP_STR, F_MAP_BYTES,
+ * F_MAP_QTY). */
+static kc_code map_entry(rd *s, json_t *map, int kind, const char *msg, const char *field,
                          kc_err *err)
 {
     rd key = {s->base, s->pos, s->pos}, val = {s->base, s->pos, s->pos};
@@ -407,8 +578,15 @@ static kc_code map_entry(rd *s, json_t *map, bool bytes, const char *msg, const 
     json_t *k = string_value(&key, msg, field, err);
     if (!k)
         return err ? err->code : KC_EPARSE;
-    json_t *v = bytes ? bytes_value(&val, err) : string_value(&val, msg, field, err);
     kc_code rc = KC_OK;
+    if (kind == F_MAP_QTY) {
+        rd q = val;
+        if ((rc = quantity_text(&q, &val, err)) != KC_OK) {
+            json_decref(k);
+            return rc;
+        }
+    }
+    json_t *v = kind == F_MAP_BYTES ? bytes_value(&val, err) : string_value(&val, msg, field, err);
     if (!v)
         rc = err ? err->code : KC_EPARSE;
     else if (json_object_setn_new(map, json_string_value(k), json_string_length(k), v) != 0)
@@ -483,12 +661,17 @@ static kc_code decode_field(rd *r, const pmsg *m, const pfield *f, int wire, siz
             return rc;
         return set_value(out, f, v, err);
     case F_MAP_STR:
-    case F_MAP_BYTES: {
+    case F_MAP_BYTES:
+    case F_MAP_QTY: {
         json_t *map = child(out, f->json, false);
         if (!map)
             return kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
-        return map_entry(&sub, map, f->type == F_MAP_BYTES, m->name, f->json, err);
+        return map_entry(&sub, map, (int)f->type, m->name, f->json, err);
     }
+    case F_INTSTR:
+        if ((rc = intstr_value(&sub, &v, err)) != KC_OK)
+            return rc;
+        return set_value(out, f, v, err);
     case F_MSG: {
         json_t *obj;
         if (f->repeated) {
@@ -510,6 +693,16 @@ static kc_code decode_field(rd *r, const pmsg *m, const pfield *f, int wire, siz
     }
 }
 
+/* Whether the field just skipped (its value started at value_at) holds its type's zero value:
+ * Go's generated code writes every non-pointer field, "" and 0 and false included, and dropping
+ * those loses nothing. */
+static bool zero_value(const rd *r, int wire, size_t value_at)
+{
+    if (wire == 0 || wire == 2) /* varint 0, or length 0: one 0x00 byte */
+        return r->pos == value_at + 1 && r->base[value_at] == 0;
+    return false;
+}
+
 static kc_code decode_msg(rd *r, const pmsg *m, json_t *out, kc_err *err)
 {
     while (r->pos < r->end) {
@@ -523,7 +716,13 @@ static kc_code decode_msg(rd *r, const pmsg *m, json_t *out, kc_err *err)
         for (size_t i = 0; i < m->n && !f; i++)
             if (m->fields[i].num == num)
                 f = &m->fields[i];
+        size_t value_at = r->pos;
         rc = f ? decode_field(r, m, f, wire, at, out, err) : skip_field(r, wire, err);
+        if (rc == KC_OK && !f && m->strict && !zero_value(r, wire, value_at))
+            return kc_err_set(err, KC_EUNSUPPORTED,
+                              "protobuf body: %s field %u (offset %zu) is not decoded by kubesim: "
+                              "send the object as JSON instead (kubectl apply -f FILE)",
+                              m->name, num, at);
         if (rc != KC_OK)
             return rc;
     }
@@ -544,10 +743,12 @@ static const struct {
     {"TokenRequest", "authentication.k8s.io/v1", &TOKENREQUEST},
     {"SelfSubjectAccessReview", "authorization.k8s.io/v1", &SSAR},
     {"DeleteOptions", NULL, &DELETE_OPTS},
+    {"Deployment", "apps/v1", &DEPLOYMENT},
 };
 #define KIND_LIST                                                                                  \
-    "v1 Secret, ConfigMap, Namespace and ServiceAccount, authentication.k8s.io/v1 TokenRequest, "  \
-    "authorization.k8s.io/v1 SelfSubjectAccessReview and DeleteOptions"
+    "v1 Secret, ConfigMap, Namespace and ServiceAccount, apps/v1 Deployment, "                     \
+    "authentication.k8s.io/v1 TokenRequest, authorization.k8s.io/v1 SelfSubjectAccessReview and "  \
+    "DeleteOptions"
 
 /* The `kubectl create` subcommand of a kind ("Deployment" → "deployment"), for the message. */
 static const char *kind_cmd(const char *kind, char *buf, size_t size)

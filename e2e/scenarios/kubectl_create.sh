@@ -22,14 +22,13 @@ assert_eq "serviceaccount namespace" "pb" "$(k get sa robot -n pb -o jsonpath='{
 assert_eq "create configmap" "configmap/c created" "$(k create configmap c -n pb --from-literal=k=v)"
 out=$(assert_fails "namespace exists" k create namespace pb)
 assert_contains "AlreadyExists" 'Error from server (AlreadyExists): namespaces "pb" already exists' "$out"
-if kubesim_only "kubesim refuses protobuf bodies of kinds the product's flows never send (a real API server accepts them)"; then
-    out=$(assert_fails "protobuf Deployment" k create deployment web --image=registry.example/web:1 -n pb)
-    assert_contains "415 names the kind" "the protobuf encoding of Deployment (apiVersion \"apps/v1\") is not supported by kubesim" "$out"
-    assert_contains "415 says what to do" 'send the object as JSON instead, e.g. with `kubectl apply -f FILE` rather than `kubectl create deployment`' "$out"
-else
-    assert_eq "protobuf Deployment" "deployment.apps/web created" \
-        "$(k create deployment web --image=registry.example/web:1 -n pb)"
-fi
+assert_eq "create deployment (protobuf)" "deployment.apps/web created" \
+    "$(k create deployment web --image=registry.example/web:1 --replicas=2 --port=8080 -n pb -- run --fast)"
+assert_eq "what kubectl sent is what is stored" \
+    "2 app=web registry.example/web:1 [\"run\",\"--fast\"] 8080 RollingUpdate 25%" \
+    "$(k get deploy web -n pb -o jsonpath='{.spec.replicas} app={.spec.selector.matchLabels.app} {.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].command} {.spec.template.spec.containers[0].ports[0].containerPort} {.spec.strategy.type} {.spec.strategy.rollingUpdate.maxSurge}')"
+web_pods() { k get pods -n pb -l app=web -o name | wc -l | tr -d ' '; }
+until_eq "the Deployment's pods" 2 60 web_pods
 
 step "a Service's clusterIP and nodePort are free again once it is deleted"
 cat >"$E2E_DIR/svc.yaml" <<'YAML'

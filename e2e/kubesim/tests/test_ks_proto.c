@@ -1,7 +1,7 @@
 /* Tests for ks_proto_decode: the "k8s\0" runtime.Unknown envelope with Secret, ConfigMap,
- * Namespace, ServiceAccount, TokenRequest, SelfSubjectAccessReview and DeleteOptions bodies built
- * by a small encoder here (and two bodies kubectl 1.32 sent), unknown fields, merges, and
- * malformed input (wrong magic, truncation, bad lengths, wrong wire types, invalid UTF-8). */
+ * Namespace, ServiceAccount, Deployment, TokenRequest, SelfSubjectAccessReview and DeleteOptions
+ * bodies built by a small encoder here (and two bodies kubectl 1.32 sent), unknown fields, merges,
+ * and malformed input (wrong magic, truncation, bad lengths, wrong wire types, invalid UTF-8). */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -458,15 +458,16 @@ Test(ks_proto, rejects_wrong_magic_and_kinds)
     cr_assert_eq(decode_err(&body, &e), KC_EUNSUPPORTED);
     cr_assert(strstr(e.msg, "the protobuf encoding of Pod (apiVersion \"v1\") is not supported"),
               "%s", e.msg);
-    /* kubectl create deployment sends protobuf: the message says what to do instead. */
-    envelope(&body, "apps/v1", "Deployment", &raw);
+    /* A typed kubectl create of another kind: the message says what to do instead. */
+    envelope(&body, "batch/v1", "CronJob", &raw);
     cr_assert_eq(decode_err(&body, &e), KC_EUNSUPPORTED);
     cr_assert_str_eq(
-        e.msg, "the protobuf encoding of Deployment (apiVersion \"apps/v1\") is not supported by "
+        e.msg, "the protobuf encoding of CronJob (apiVersion \"batch/v1\") is not supported by "
                "kubesim (it decodes only v1 Secret, ConfigMap, Namespace and ServiceAccount, "
-               "authentication.k8s.io/v1 TokenRequest, authorization.k8s.io/v1 "
-               "SelfSubjectAccessReview and DeleteOptions): send the object as JSON instead, e.g. "
-               "with `kubectl apply -f FILE` rather than `kubectl create deployment`");
+               "apps/v1 Deployment, authentication.k8s.io/v1 TokenRequest, "
+               "authorization.k8s.io/v1 SelfSubjectAccessReview and DeleteOptions): send the "
+               "object as JSON instead, e.g. with `kubectl apply -f FILE` rather than `kubectl "
+               "create cronjob`");
     envelope(&body, "apps/v1", "Secret", &raw); /* not core/v1 */
     cr_assert_eq(decode_err(&body, &e), KC_EUNSUPPORTED);
     envelope(&body, "v1", "TokenRequest", &raw); /* not authentication.k8s.io/v1 */
@@ -479,6 +480,96 @@ Test(ks_proto, rejects_wrong_magic_and_kinds)
     pb_str(&body, 3, "gzip");
     cr_assert_eq(decode_err(&body, &e), KC_EUNSUPPORTED);
     cr_assert(strstr(e.msg, "gzip"), "%s", e.msg);
+}
+
+/* What `kubectl create deployment web --image=IMG --replicas=2 --port=8080 -- run --fast` sends,
+ * plus a rolling update strategy with an int and a percentage and resource quantities. */
+Test(ks_proto, deployment_as_kubectl_create_deployment_sends_it)
+{
+    pb meta = {.n = 0}, sel = {.n = 0}, tmeta = {.n = 0}, port = {.n = 0}, res = {.n = 0};
+    pb ctr = {.n = 0}, pspec = {.n = 0}, tmpl = {.n = 0}, ru = {.n = 0}, strat = {.n = 0};
+    pb spec = {.n = 0}, raw = {.n = 0}, body, status = {.n = 0}, qty = {.n = 0};
+    pb_str(&meta, 1, "web");
+    pb_map_str(&meta, 11, "app", "web");
+    pb_map_str(&sel, 1, "app", "web");
+    pb_map_str(&tmeta, 11, "app", "web");
+    pb_int(&port, 3, 8080);
+    pb_str(&port, 4, "TCP");
+    pb_str(&qty, 1, "500m");
+    pb_map(&res, 1, "cpu", qty.b, qty.n);
+    pb_str(&ctr, 1, "web");
+    pb_str(&ctr, 2, "registry.example/web:1");
+    pb_str(&ctr, 3, "run");
+    pb_str(&ctr, 3, "--fast");
+    pb_msg(&ctr, 6, &port);
+    pb_msg(&ctr, 8, &res);
+    pb_msg(&pspec, 2, &ctr);
+    pb_str(&pspec, 9, ""); /* Go writes zero values of fields kubesim does not decode: accepted */
+    pb_int(&pspec, 12, 0);
+    pb_msg(&tmpl, 1, &tmeta);
+    pb_msg(&tmpl, 2, &pspec);
+    pb pct = {.n = 0}, one = {.n = 0};
+    pb_int(&pct, 1, 1);
+    pb_str(&pct, 3, "25%");
+    pb_int(&one, 1, 0);
+    pb_int(&one, 2, 1);
+    pb_msg(&ru, 1, &pct);
+    pb_msg(&ru, 2, &one);
+    pb_str(&strat, 1, "RollingUpdate");
+    pb_msg(&strat, 2, &ru);
+    pb_int(&spec, 1, 2);
+    pb_msg(&spec, 2, &sel);
+    pb_msg(&spec, 3, &tmpl);
+    pb_msg(&spec, 4, &strat);
+    pb_msg(&raw, 1, &meta);
+    pb_msg(&raw, 2, &spec);
+    pb_msg(&raw, 3, &status); /* an empty status: the server's to write */
+    envelope(&body, "apps/v1", "Deployment", &raw);
+    json_t *out = decode_ok(&body);
+    assert_json(
+        out,
+        "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":\"web\","
+        "\"labels\":{\"app\":\"web\"}},\"spec\":{\"replicas\":2,\"selector\":{\"matchLabels\":"
+        "{\"app\":\"web\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"web\"}},\"spec\":{"
+        "\"containers\":[{\"name\":\"web\",\"image\":\"registry.example/web:1\",\"command\":["
+        "\"run\",\"--fast\"],\"ports\":[{\"containerPort\":8080,\"protocol\":\"TCP\"}],"
+        "\"resources\":{\"limits\":{\"cpu\":\"500m\"}}}]}},\"strategy\":{\"type\":"
+        "\"RollingUpdate\",\"rollingUpdate\":{\"maxUnavailable\":\"25%\",\"maxSurge\":1}}}}");
+    json_decref(out);
+
+    /* A container field kubesim does not decode (9, volumeMounts) is refused, not dropped. */
+    pb vm = {.n = 0};
+    pb_str(&vm, 1, "data");
+    pb_msg(&ctr, 9, &vm);
+    pspec.n = 0;
+    pb_msg(&pspec, 2, &ctr);
+    tmpl.n = 0;
+    pb_msg(&tmpl, 2, &pspec);
+    spec.n = 0;
+    pb_msg(&spec, 3, &tmpl);
+    raw.n = 0;
+    pb_msg(&raw, 2, &spec);
+    envelope(&body, "apps/v1", "Deployment", &raw);
+    kc_err e;
+    cr_assert_eq(decode_err(&body, &e), KC_EUNSUPPORTED);
+    cr_assert(strstr(e.msg, "protobuf body: Container field 9 (offset "), "%s", e.msg);
+    cr_assert(strstr(e.msg, "is not decoded by kubesim: send the object as JSON instead"), "%s",
+              e.msg);
+
+    /* IntOrString with a type other than 0 or 1 */
+    pb bad = {.n = 0};
+    pb_int(&bad, 1, 7);
+    ru.n = 0;
+    pb_msg(&ru, 1, &bad);
+    strat.n = 0;
+    pb_msg(&strat, 2, &ru);
+    spec.n = 0;
+    pb_msg(&spec, 4, &strat);
+    raw.n = 0;
+    pb_msg(&raw, 2, &spec);
+    envelope(&body, "apps/v1", "Deployment", &raw);
+    cr_assert_eq(decode_err(&body, &e), KC_EPARSE);
+    cr_assert(strstr(e.msg, "IntOrString.type is neither 0 (int) nor 1 (string)"), "%s", e.msg);
 }
 
 Test(ks_proto, malformed_input_names_the_offset)
