@@ -3,6 +3,7 @@
 #include "ks_server_int.h"
 
 #include "kc_log.h"
+#include "ks_fault.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -274,6 +275,8 @@ static enum MHD_Result handle_admin(ks_req *r)
                                "metadata", "status", "Success", "code", 200);
         return ks_reply_json(r, 200, st, NULL);
     }
+    if (r->nseg == 3 && !strcmp(r->seg[1], "v1") && !strcmp(r->seg[2], "faults"))
+        return ks_fault_handle_admin(r);
     return ks_reply_not_found(r);
 }
 
@@ -357,6 +360,8 @@ static enum MHD_Result dispatch(ks_req *r)
     snprintf(what, sizeof(what), "%s%s%s%s%s", rt->t->resource, rt->t->group[0] ? "." : "",
              rt->t->group, rt->sub ? "/" : "", rt->sub ? rt->sub : "");
     count_request(r, verb, what);
+    if (ks_fault_on_request(r, &ret))
+        return ret;
     return ks_handle_resource(r);
 }
 
@@ -452,7 +457,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
     int verbosity = r->sim->opts.verbosity;
     bool write = strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0;
-    if (verbosity >= 2 || (verbosity >= 1 && write) || r->status >= 500) {
+    if (verbosity >= 2 || (verbosity >= 1 && write) || r->status >= 500 || r->fault[0]) {
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         double ms = (double)(now.tv_sec - r->start.tv_sec) * 1e3 +
@@ -464,11 +469,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, add_query, &q);
         snprintf(path, sizeof(path), "%s%s", r->url ? r->url : "", q.s);
         kc_log(r->status >= 500 ? KC_LOG_WARN : KC_LOG_INFO, "request",
-               "method=%s path=%s verb=%s status=%d duration_ms=%.1f user=%s agent=%s%s", r->method,
-               kc_log_quote(qp, sizeof(qp), path), r->verb[0] ? r->verb : "-", r->status, ms,
-               kc_log_quote(qu, sizeof(qu), r->user.name[0] ? r->user.name : "-"),
+               "method=%s path=%s verb=%s status=%d duration_ms=%.1f user=%s agent=%s%s%s%s",
+               r->method, kc_log_quote(qp, sizeof(qp), path), r->verb[0] ? r->verb : "-", r->status,
+               ms, kc_log_quote(qu, sizeof(qu), r->user.name[0] ? r->user.name : "-"),
                kc_log_quote(qa, sizeof(qa), ua ? ua : "-"),
-               toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " aborted=true");
+               toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " aborted=true",
+               r->fault[0] ? " fault=" : "", r->fault);
     }
     free(r->url);
     free(r->body);
@@ -543,7 +549,7 @@ static struct MHD_Daemon *start_daemon(ks_listener *l, int fd, bool v6, const ch
                                        const char *key)
 {
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     if (v6)
         flags |= MHD_USE_IPv6;
     /* Thread per connection: watches and log streams block their connection's thread. The idle
@@ -636,7 +642,8 @@ kc_code ks_server_start(ks_sim *sim, const char *cert_pem, const char *key_pem, 
     random_nonce(srv->nonce);
     pthread_mutex_init(&srv->stats_mu, NULL);
     srv->stats = kc_map_new();
-    if (!srv->stats) {
+    srv->faults = ks_faults_new(srv);
+    if (!srv->stats || !srv->faults) {
         rc = kc_err_set(err, KC_ENOMEM, "api server: out of memory");
         goto fail;
     }
@@ -692,6 +699,7 @@ fail:
         MHD_stop_daemon(srv->http_d);
     free(sim->http_url);
     sim->http_url = NULL;
+    ks_faults_free(srv->faults);
     kc_map_free(srv->stats, free);
     pthread_mutex_destroy(&srv->stats_mu);
     free(box->cert);
@@ -706,6 +714,7 @@ void ks_server_stop(ks_sim *sim)
     if (!srv)
         return;
     ks_server_box *box = (ks_server_box *)srv;
+    ks_faults_shutdown(srv->faults); /* no outage begins or ends from here on */
     /* Streams poll this flag, so the connection threads MHD joins below finish promptly. */
     atomic_store(&srv->stopping, true);
     if (srv->https_d)
@@ -717,9 +726,55 @@ void ks_server_stop(ks_sim *sim)
     sim->server_url = NULL;
     free(sim->http_url);
     sim->http_url = NULL;
+    ks_faults_free(srv->faults);
     kc_map_free(srv->stats, free);
     pthread_mutex_destroy(&srv->stats_mu);
     free(box->cert);
     free(box->key);
     free(box);
+}
+
+void ks_server_pause(struct ks_server *srv)
+{
+    atomic_store(&srv->stopping, true);
+    struct MHD_Daemon *a = srv->https_d, *b = srv->http_d;
+    srv->https_d = srv->http_d = NULL;
+    /* The listening sockets close first: new clients are refused at once, not after the open
+     * streams have noticed the stop. */
+    MHD_socket fa = a ? MHD_quiesce_daemon(a) : MHD_INVALID_SOCKET;
+    MHD_socket fb = b ? MHD_quiesce_daemon(b) : MHD_INVALID_SOCKET;
+    if (fa != MHD_INVALID_SOCKET)
+        close(fa);
+    if (fb != MHD_INVALID_SOCKET)
+        close(fb);
+    if (a)
+        MHD_stop_daemon(a);
+    if (b)
+        MHD_stop_daemon(b);
+}
+
+kc_code ks_server_resume(struct ks_server *srv, kc_err *err)
+{
+    ks_server_box *box = (ks_server_box *)srv;
+    const char *host = srv->sim->opts.listen_host ? srv->sim->opts.listen_host : "127.0.0.1";
+    atomic_store(&srv->stopping, false);
+    ks_listener *ls[2] = {&box->https_l, &box->http_l};
+    struct MHD_Daemon **ds[2] = {&srv->https_d, &srv->http_d};
+    int ports[2] = {srv->https_port, srv->http_port};
+    for (int i = 0; i < 2; i++) {
+        if (ports[i] < 0 || *ds[i])
+            continue;
+        int fd = -1, port = 0;
+        bool v6 = false;
+        kc_code rc = listen_on(host, ports[i], &fd, &port, &v6, err);
+        if (rc != KC_OK)
+            return rc;
+        *ds[i] = start_daemon(ls[i], fd, v6, box->cert, box->key);
+        if (!*ds[i]) {
+            close(fd);
+            return kc_err_set(err, KC_EIO, "api server: listener on %s:%d failed to restart", host,
+                              ports[i]);
+        }
+    }
+    return KC_OK;
 }

@@ -30,6 +30,7 @@ struct ks_server {
     pthread_mutex_t stats_mu;
     kc_map *stats; /* "user\x1fagent\x1fverb\x1fresource" → uint64_t * (owned) */
     uint64_t total;
+    struct ks_faults *faults; /* fault injection (ks_fault.c) */
 };
 
 /* What the client asked for in Accept (the first media range kubesim can produce). */
@@ -81,7 +82,15 @@ typedef struct ks_req {
     const char *seg[KS_MAX_SEGMENTS];
     int nseg;
     ks_route route;
+    char fault[160]; /* "rule:action,..." of the faults injected, for the log ("" none) */
 } ks_req;
+
+/* ---- ks_server.c: an outage for fault injection (ks_fault.c's refusal thread) ---- */
+
+/* Closes the listeners and every connection (streams end). */
+void ks_server_pause(struct ks_server *srv);
+/* Listens again on the same ports; the listeners already up are kept. */
+kc_code ks_server_resume(struct ks_server *srv, kc_err *err);
 
 /* ---- ks_server_reply.c: request helpers and replies ---- */
 

@@ -3,6 +3,8 @@
  * their connection's own thread and end on timeout, shutdown, or when the client leaves. */
 #include "ks_server_int.h"
 
+#include "ks_fault.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,7 +82,8 @@ typedef struct watch_stream {
     bool headers_sent;
     int64_t deadline_ms;
     pending out;
-    bool done; /* nothing more after the pending bytes */
+    bool done;            /* nothing more after the pending bytes */
+    ks_fault_watch fault; /* cutWatch rules */
 } watch_stream;
 
 static const char *type_name(ks_event_type t)
@@ -175,7 +178,7 @@ static ssize_t watch_reader(void *cls, uint64_t pos, char *buf, size_t max)
             return n;
         if (s->done || atomic_load(&s->srv->stopping) || now_ms() >= s->deadline_ms)
             return MHD_CONTENT_READER_END_OF_STREAM;
-        if (ks_client_gone(s->req))
+        if (ks_client_gone(s->req) || ks_fault_watch_cut(&s->fault))
             return MHD_CONTENT_READER_END_WITH_ERROR;
         int64_t left = s->deadline_ms - now_ms();
         int wait = left < WATCH_WAIT_MS ? (int)(left > 0 ? left : 0) : WATCH_WAIT_MS;
@@ -184,11 +187,13 @@ static ssize_t watch_reader(void *cls, uint64_t pos, char *buf, size_t max)
         kc_err_clear(&err);
         int got = ks_watch_next(s->w, wait, &ev, &err);
         after_next(s, got, &ev, &err);
+        s->fault.events += got > 0;
         /* Send what is already queued together; a quiet stream still flushes every event. */
-        while (got > 0 && !s->done && s->out.len < WATCH_BATCH) {
+        while (got > 0 && !s->done && s->out.len < WATCH_BATCH && !ks_fault_watch_full(&s->fault)) {
             memset(&ev, 0, sizeof(ev));
             got = ks_watch_next(s->w, 0, &ev, &err);
             after_next(s, got, &ev, &err);
+            s->fault.events += got > 0;
         }
     }
 }
@@ -267,6 +272,7 @@ enum MHD_Result ks_handle_watch(ks_req *r, ks_selectors *sel)
     s->table = ks_accept_parse(ks_req_header(r, MHD_HTTP_HEADER_ACCEPT), 1u << KS_AS_TABLE,
                                &s->table_ver) == KS_AS_TABLE;
     s->include = ks_include_parse(ks_req_arg(r, "includeObject"));
+    ks_fault_watch_init(r, &s->fault);
 
     const char *ts = ks_req_arg(r, "timeoutSeconds");
     long timeout = ts ? strtol(ts, NULL, 10) : 0;

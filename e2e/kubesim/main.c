@@ -21,6 +21,7 @@
 #include "kc_yaml.h"
 #include "ks_admit.h"
 #include "ks_auth.h"
+#include "ks_fault.h"
 #include "ks_kubelet.h"
 #include "ks_sim.h"
 
@@ -50,6 +51,7 @@ static void usage(FILE *f)
         "  -v N                   request logging: 0 quiet, 1 writes, 2 every request, 3 "
         "bodies\n"
         "  --no-controllers       serve the API only (no controllers, no scheduler)\n"
+        "  --faults FILE          fault-injection rules (JSON, as POSTed to /kubesim/v1/faults)\n"
         "  -h, --help             this text\n",
         KS_STORE_DEFAULT_HISTORY);
 }
@@ -69,6 +71,7 @@ typedef struct cli {
     ks_opts opts;
     long grace_cap_ms;
     bool no_events;
+    const char *faults; /* --faults FILE or NULL */
     char dir[PATH_MAX];
 } cli;
 
@@ -89,6 +92,7 @@ static int parse_args(int argc, char **argv, cli *c)
         O_HISTORY,
         O_NOCTL,
         O_NOEVENTS,
+        O_FAULTS,
     };
     static const struct option longs[] = {
         {"dir", required_argument, NULL, O_DIR},
@@ -105,6 +109,7 @@ static int parse_args(int argc, char **argv, cli *c)
         {"history", required_argument, NULL, O_HISTORY},
         {"no-controllers", no_argument, NULL, O_NOCTL},
         {"no-pod-events", no_argument, NULL, O_NOEVENTS},
+        {"faults", required_argument, NULL, O_FAULTS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -118,6 +123,7 @@ static int parse_args(int argc, char **argv, cli *c)
                    .history = KS_STORE_DEFAULT_HISTORY};
     c->grace_cap_ms = 1000;
     c->no_events = false;
+    c->faults = NULL;
     const char *tmp = getenv("TMPDIR");
     const char *user = getenv("USER");
     snprintf(c->dir, sizeof(c->dir), "%s/kubesim-%s", tmp && *tmp ? tmp : "/tmp",
@@ -183,6 +189,9 @@ static int parse_args(int argc, char **argv, cli *c)
             break;
         case O_NOEVENTS:
             c->no_events = true;
+            break;
+        case O_FAULTS:
+            c->faults = optarg;
             break;
         case 'v':
             if (!parse_int(optarg, 0, 3, &v))
@@ -352,6 +361,8 @@ int main(int argc, char **argv)
     if ((rc = ks_pki_init(&sim, &cert, &key, &err)) != KC_OK)
         goto fail;
     if ((rc = ks_server_start(&sim, cert, key, &err)) != KC_OK)
+        goto fail;
+    if (c.faults && (rc = ks_faults_load_file(&sim, c.faults, &err)) != KC_OK)
         goto fail;
     if ((rc = ks_pki_write_kubeconfig(&sim, sim.opts.kubeconfig, &err)) != KC_OK)
         goto fail;
