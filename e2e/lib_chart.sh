@@ -2,12 +2,10 @@
 # Helpers for scenarios that install the Helm chart (charts/gpu-operator) with the real helm on
 # kubesim + nodesim: kubesim runs the operator image's pods as local processes of build/gpu-operator
 # (e2e/testdata/image-map-operator.yaml), with RBAC on, so the chart's ServiceAccount and roles are
-# what the operator works with. Source after e2e/lib.sh and e2e/lib_gpu.sh.
+# what the operator works with. On the conformance lane e2e/podrunner.py runs those pods with
+# the same map, under tokens the real API server issues for the pods' ServiceAccounts.
+# Source after e2e/lib.sh and e2e/lib_gpu.sh.
 
-if [ "${E2E_CLUSTER:-kubesim}" != kubesim ]; then
-    # The operator image runs only through kubesim's --image-map (no image registry here).
-    skip_scenario "the chart's operator pod runs as a local process through kubesim's image map"
-fi
 
 OPERATOR_BIN="${OPERATOR_BIN:-$BUILD_DIR/gpu-operator}"
 
@@ -42,13 +40,30 @@ chart_on_exit() {
     fi
     # A sanitizer build of the operator (OPERATOR_BIN) reports when it exits: stop the cluster
     # (and with it the operator's processes) first; any report fails the run.
-    "$E2E_ROOT/cluster" down --dir "$E2E_DIR" >/dev/null 2>&1 || true
+    if [ "$E2E_CLUSTER" = real ]; then
+        "$E2E_ROOT/realcluster" stop-pods --state "$E2E_DIR" >/dev/null 2>&1 || true
+    else
+        "$E2E_ROOT/cluster" down --dir "$E2E_DIR" >/dev/null 2>&1 || true
+    fi
     logs=("$E2E_DIR"/logs/*_gpu-operator-*.log)
     if [ -f "${logs[0]}" ] && grep -qE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "${logs[@]}"; then
         echo "FAIL: the operator's sanitizer reported errors:" >&2
         grep -E -A20 "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "${logs[@]}" | head -60 >&2
         rc=1
     fi
+    # --- least privilege: no request by the chart's ServiceAccounts was denied (403) in this
+    # scenario for want of a permission (kubesim's authorization decisions; e2e/rbac_usage.py,
+    # against the chart's RBAC as rendered by helm template).
+    if [ -f "$E2E_DIR/auth-decisions.jsonl" ] &&
+        ! { h template gpu-operator "$REPO_ROOT/charts/gpu-operator" -n gpu-operator >"$E2E_DIR/rbac-rendered.yaml" &&
+            python3 "$E2E_ROOT/rbac_usage.py" --denied-only --sa-names gpu-operator,gpu-operator-hooks \
+                --manifest "$E2E_DIR/rbac-rendered.yaml" --decisions "$E2E_DIR/auth-decisions.jsonl"; } \
+            >"$E2E_DIR/denied.txt" 2>&1; then
+        echo "FAIL: requests by the chart's ServiceAccounts were denied:" >&2
+        head -40 "$E2E_DIR/denied.txt" >&2
+        rc=1
+    fi
+    # --- end least privilege
     set +e # the status below must reach cleanup, which stops the cluster
     (exit $rc)
     cleanup

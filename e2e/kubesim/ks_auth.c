@@ -196,11 +196,11 @@ unlock:
 
 static void record(struct ks_auth *a, const ks_user *user, const char *verb, const char *group,
                    const char *resource, const char *sub, const char *ns, const char *name,
-                   bool allowed, const char *reason)
+                   bool allowed, const char *reason, bool review)
 {
     char key[1400];
-    snprintf(key, sizeof(key), "%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%d", user->name, verb,
-             group, resource, sub, ns, name, allowed);
+    snprintf(key, sizeof(key), "%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%d\x1f%d", user->name,
+             verb, group, resource, sub, ns, name, allowed, review);
     pthread_mutex_lock(&a->dec_mu);
     void *idx = kc_map_get(a->dec_index, key);
     if (idx) {
@@ -215,6 +215,8 @@ static void record(struct ks_auth *a, const ks_user *user, const char *verb, con
         json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:s, s:i}", "user", user->name, "verb",
                   verb, "group", group, "resource", resource, "subresource", sub, "namespace", ns,
                   "name", name, "allowed", allowed, "reason", reason, "count", 1);
+    if (e && review)
+        json_object_set_new(e, "review", json_true());
     if (!e || json_array_append_new(a->decisions, e) != 0)
         goto unlock;
     kc_map_put(a->dec_index, key, (void *)(uintptr_t)json_array_size(a->decisions), NULL);
@@ -230,9 +232,9 @@ unlock:
     pthread_mutex_unlock(&a->dec_mu);
 }
 
-bool ks_auth_allowed(ks_sim *sim, const ks_user *user, const char *verb, const char *group,
-                     const char *resource, const char *sub, const char *ns, const char *name,
-                     char *reason, size_t reason_size)
+static bool decide(ks_sim *sim, const ks_user *user, const char *verb, const char *group,
+                   const char *resource, const char *sub, const char *ns, const char *name,
+                   char *reason, size_t reason_size, bool review)
 {
     struct ks_auth *a = sim ? sim->auth : NULL;
     if (reason && reason_size)
@@ -268,10 +270,25 @@ bool ks_auth_allowed(ks_sim *sim, const ks_user *user, const char *verb, const c
         ok = ks_rbac_authorize(a->rbac, user, verb, group, resource, sub, ns, name, why,
                                sizeof(why));
     }
-    record(a, user, verb, group, resource, sub ? sub : "", ns ? ns : "", name ? name : "", ok, why);
+    record(a, user, verb, group, resource, sub ? sub : "", ns ? ns : "", name ? name : "", ok, why,
+           review);
     if (!ok && reason && reason_size)
         snprintf(reason, reason_size, "%s", why);
     return ok;
+}
+
+bool ks_auth_allowed(ks_sim *sim, const ks_user *user, const char *verb, const char *group,
+                     const char *resource, const char *sub, const char *ns, const char *name,
+                     char *reason, size_t reason_size)
+{
+    return decide(sim, user, verb, group, resource, sub, ns, name, reason, reason_size, false);
+}
+
+bool ks_auth_review(ks_sim *sim, const ks_user *user, const char *verb, const char *group,
+                    const char *resource, const char *sub, const char *ns, const char *name,
+                    char *reason, size_t reason_size)
+{
+    return decide(sim, user, verb, group, resource, sub, ns, name, reason, reason_size, true);
 }
 
 json_t *ks_auth_decisions(ks_sim *sim)

@@ -15,6 +15,7 @@
  * (user, verb, group, resource, subresource, namespace, name, allowed) with how often it was made:
  *   [{"user":..,"verb":..,"group":..,"resource":..,"subresource":..,"namespace":..,"name":..,
  *     "allowed":true,"reason":..,"count":N}, ...]
+ * (with "review":true where a SelfSubjectAccessReview asked, see ks_auth_review)
  * in the order first seen ("namespace"/"name" are "" for cluster scope / any name). A new
  * reference the caller json_decref's; an empty array when auth is not set up. The same entries are
  * appended as JSON lines to <opts.dir>/auth-decisions.jsonl (when opts.dir is set) so that a test

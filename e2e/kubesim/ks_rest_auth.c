@@ -166,9 +166,9 @@ enum MHD_Result ks_handle_ssar(ks_req *r)
         const char *ns = attr(ra, "namespace"), *name = attr(ra, "name");
         const char *sub = attr(ra, "subresource");
         char reason[1024];
-        allowed = ks_auth_allowed(r->sim, &r->user, attr(ra, "verb"), attr(ra, "group"),
-                                  attr(ra, "resource"), *sub ? sub : NULL, *ns ? ns : NULL,
-                                  *name ? name : NULL, reason, sizeof(reason));
+        allowed = ks_auth_review(r->sim, &r->user, attr(ra, "verb"), attr(ra, "group"),
+                                 attr(ra, "resource"), *sub ? sub : NULL, *ns ? ns : NULL,
+                                 *name ? name : NULL, reason, sizeof(reason));
     } else {
         /* kubesim's RBAC covers resources only: non-resource URLs are the admin's (or anyone's
          * with RBAC off), as the API server's health and discovery paths are served to all. */

@@ -95,6 +95,11 @@ char *ks_auth_sa_token(ks_sim *sim, const char *ns, const char *sa);
 bool ks_auth_allowed(ks_sim *sim, const ks_user *user, const char *verb, const char *group,
                      const char *resource, const char *sub, const char *ns, const char *name,
                      char *reason, size_t reason_size);
+/* ks_auth_allowed for a SelfSubjectAccessReview (`kubectl auth can-i`): the same answer, recorded
+ * as a decision with "review":true, since no request was made. */
+bool ks_auth_review(ks_sim *sim, const ks_user *user, const char *verb, const char *group,
+                    const char *resource, const char *sub, const char *ns, const char *name,
+                    char *reason, size_t reason_size);
 
 /* ---- ks_pki.c: the cluster CA, the serving certificate, the kubeconfig ---- */
 /* Creates (or reuses from opts.dir) a CA and a serving cert for 127.0.0.1/localhost; fills

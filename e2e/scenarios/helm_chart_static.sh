@@ -3,8 +3,9 @@
 # what scripts/gen-chart-schema.py writes from the CRD; the chart's CRD is the top-level one (also
 # inside `helm package`); `helm template` output, with the defaults and with every spec section
 # of e2e/testdata/clusterpolicy-full.yaml given as values, applies to kubesim with the real
-# kubectl (strict field validation) and carries each value into the ClusterPolicy; wrong keys,
-# types and enums fail with the key's path.
+# kubectl (strict field validation) and carries each value into the ClusterPolicy; the operator's
+# and the hooks' pods run non-root, read-only, no privilege escalation, no capabilities, nothing
+# from the host; wrong keys, types and enums fail with the key's path.
 source "$(dirname "$0")/../lib.sh"
 cd "$REPO_ROOT"
 chart=charts/gpu-operator
@@ -53,6 +54,42 @@ for f in sorted(glob.glob(os.path.join(sys.argv[2], "*", "*.yaml"))):
         missing += ["%s: %s" % (f, t) for t in tuples(r) if not held(t, have)]
 print("\n".join(missing))
 sys.exit(1 if missing else 0)
+PY
+
+step "pod security: the operator's and the hooks' pods, default values"
+python3 - "$E2E_DIR/rbac.yaml" <<'PY' || fail "the chart's pods are not locked down"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+pods = [(d["kind"] + "/" + d["metadata"]["name"], d["spec"]["template"]["spec"] if d["kind"] == "Deployment" else d["spec"])
+        for d in docs if d["kind"] in ("Deployment", "Pod")]
+bad = []
+names = sorted(n for n, _ in pods)
+if names != ["Deployment/gpu-operator", "Pod/gpu-operator-cleanup", "Pod/gpu-operator-upgrade-crd"]:
+    bad.append("unexpected pods: %s" % names)
+for name, spec in pods:
+    psc = spec.get("securityContext") or {}
+    for k in ("hostNetwork", "hostPID", "hostIPC"):
+        if spec.get(k):
+            bad.append("%s: %s" % (name, k))
+    bad += ["%s: hostPath volume %s" % (name, v["name"]) for v in spec.get("volumes") or [] if "hostPath" in v]
+    for c in (spec.get("initContainers") or []) + spec["containers"]:
+        sc, where = c.get("securityContext") or {}, "%s container %s" % (name, c["name"])
+        if not sc.get("runAsNonRoot", psc.get("runAsNonRoot")):
+            bad.append(where + ": runAsNonRoot is not true")
+        if (sc.get("runAsUser", psc.get("runAsUser")) or 0) == 0:
+            bad.append(where + ": runs as uid 0")
+        if sc.get("readOnlyRootFilesystem") is not True:
+            bad.append(where + ": readOnlyRootFilesystem is not true")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            bad.append(where + ": allowPrivilegeEscalation is not false")
+        if (sc.get("capabilities") or {}).get("drop") != ["ALL"] or (sc.get("capabilities") or {}).get("add"):
+            bad.append(where + ": capabilities are not drop [ALL] with nothing added")
+        if sc.get("privileged"):
+            bad.append(where + ": privileged")
+        if (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
+            bad.append(where + ": seccomp profile is not RuntimeDefault")
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
 PY
 
 step "mistakes fail with the key's path"

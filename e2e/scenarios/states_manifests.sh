@@ -224,6 +224,49 @@ assert_eq "ServiceMonitors" "gpu-operator nvidia-dcgm-exporter nvidia-node-statu
     "$(k get servicemonitors -n "$NS" -o jsonpath='{.items[*].metadata.name}' | tr ' ' '\n' | sort | tr '\n' ' ' | sed 's/ $//')"
 assert_eq "RuntimeClass handler" "nvidia" "$(k get runtimeclass nvidia -o jsonpath='{.handler}')"
 
+step "validator privileges: only the modes that need it run privileged"
+# gpu-validator --mode driver (before the toolkit: opens the GPUs through the host's driver root)
+# and --mode metrics (node status exporter: the host root, outside the runtime) are privileged;
+# toolkit and cuda (through the nvidia runtime), the waits for a result file and the validator's
+# main container are not: no privilege escalation, no capabilities, no Bidirectional mounts.
+python3 - "$STATES" <<'PY' || fail "a validator container has privileges its mode does not need"
+import glob, os, sys, yaml
+NEED = {"driver", "metrics"}
+bad, rows = [], []
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*", "*.yaml"))):
+    for d in yaml.safe_load_all(open(f)):
+        if not d or d.get("kind") != "DaemonSet":
+            continue
+        spec = d["spec"]["template"]["spec"]
+        for c in (spec.get("initContainers") or []) + spec["containers"]:
+            if "gpu-operator-validator" not in c.get("image", ""):
+                continue
+            args = c.get("args") or []
+            if c.get("command") == ["gpu-validator"]:
+                mode = args[args.index("--mode") + 1]
+            elif any("until [ -f" in a for a in args):
+                mode = "(wait for a file)"
+            else:
+                mode = "(hold the pod)"
+            sc = c.get("securityContext") or {}
+            where = "%s %s (%s)" % (os.path.relpath(f, sys.argv[1]), c["name"], mode)
+            rows.append("  %-18s %-48s %s" % (mode, os.path.relpath(f, sys.argv[1]) + " " + c["name"], sc))
+            if bool(sc.get("privileged")) != (mode in NEED):
+                bad.append("%s: privileged=%s" % (where, sc.get("privileged", False)))
+            if mode not in NEED:
+                if sc.get("allowPrivilegeEscalation") is not False or (sc.get("capabilities") or {}).get("drop") != ["ALL"]:
+                    bad.append(where + ": not allowPrivilegeEscalation false with capabilities drop [ALL]")
+                bad += ["%s: Bidirectional mount %s" % (where, m["name"]) for m in c.get("volumeMounts") or []
+                        if m.get("mountPropagation") == "Bidirectional"]
+print("validator containers by mode:\n" + "\n".join(sorted(rows)))
+modes = {r.split()[0] for r in rows}
+for m in ("driver", "toolkit", "cuda", "metrics"):
+    if m not in modes:
+        bad.append("no container runs --mode " + m + " (the check lost track of the manifests)")
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+PY
+
 step "placement: no pod without deploy labels; a labelled, GPU-tainted node gets the driver pod"
 for ds in "${!SELECTOR[@]}"; do
     assert_eq "$ds desired before labels" "0" "$(ds_get "$ds" '{.status.desiredNumberScheduled}')"

@@ -424,5 +424,13 @@ Test(rbac, decisions_are_logged_in_memory_and_on_disk)
     cr_assert_not(allowed(&u, "get", "", "secrets", NULL, "ns1", "s"));
     d = ks_auth_decisions(&sim);
     cr_assert_eq(json_array_size(d), 1);
+    cr_assert_null(json_object_get(json_array_get(d, 0), "review"));
+    json_decref(d);
+    /* A SelfSubjectAccessReview's answer is the same, recorded apart as a review. */
+    cr_assert_not(ks_auth_review(&sim, &u, "get", "", "secrets", NULL, "ns1", "s", NULL, 0));
+    d = ks_auth_decisions(&sim);
+    cr_assert_eq(json_array_size(d), 2);
+    cr_assert(json_is_true(json_object_get(json_array_get(d, 1), "review")));
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(d, 0), "count")), 1);
     json_decref(d);
 }
