@@ -47,7 +47,8 @@ static void usage(FILE *out)
             "\n"
             "Exit codes: 0 passed, 1 validation failed, 2 no NVIDIA driver, 64 bad usage.\n"
             "Environment: GPU_VALIDATOR_LIBCUDA, GPU_VALIDATOR_LIBNVML override the library paths\n"
-            "(default libcuda.so.1, libnvidia-ml.so.1).\n");
+            "(default libcuda.so.1, libnvidia-ml.so.1); GPU_VALIDATOR_DRIVER_ROOT=DIR finds them\n"
+            "under DIR's library folders (a driver root mounted outside the nvidia runtime).\n");
 }
 
 /* Value of "--name VALUE" or "--name=VALUE" at argv[*i]; NULL when argv[*i] is another option. */

@@ -10,7 +10,14 @@ struct val_dl_sym {
     size_t offset;
 };
 
-/* Opens the library (path, else $env_var, else def) and stores each symbol's address at
+/* Finds library `name` in the library folders of a driver root (e.g. /run/nvidia/driver, where
+ * the driver container's files are): writes the path to out and returns VAL_OK, or returns
+ * VAL_NO_DRIVER with err naming the root and the folders searched. */
+int val_dl_find_in_root(const char *root, const char *name, char *out, size_t size, char *err,
+                        size_t errlen);
+
+/* Opens the library (path, else $env_var, else def: found under $GPU_VALIDATOR_DRIVER_ROOT when
+ * that is set, by the dynamic linker's search otherwise) and stores each symbol's address at
  * base + offset. On failure returns VAL_NO_DRIVER with err saying what is missing ("no NVIDIA
  * driver: ..." or "<path> has no <sym>: not <what>, or a driver too old for this validator"),
  * leaving *lib NULL. */

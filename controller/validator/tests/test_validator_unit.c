@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -260,6 +261,39 @@ Test(load, library_without_driver_symbols_is_no_driver)
                  VAL_NO_DRIVER);
     cr_assert(strstr(err, "/nonexistent/libnvidia-ml.so.1: cannot open shared object file"), "%s",
               err);
+}
+
+/* GPU_VALIDATOR_DRIVER_ROOT: NVML is found in the root's library folders (here usr/lib64), and a
+ * root without it is "no NVIDIA driver" naming the root. */
+Test(load, nvml_found_under_a_driver_root)
+{
+    const char *nvml = getenv("GPU_VALIDATOR_LIBNVML");
+    cr_assert(nvml, "run through ctest: the shim paths come from the environment");
+    char *shim = strdup(nvml);
+    char root[512], dir[600], link[700], err[1024] = "";
+    cr_assert_not_null(mkdtemp(vtest_tmp(root, sizeof(root), "vroot")));
+    snprintf(dir, sizeof(dir), "%s/usr", root);
+    cr_assert_eq(mkdir(dir, 0755), 0);
+    snprintf(dir, sizeof(dir), "%s/usr/lib64", root);
+    cr_assert_eq(mkdir(dir, 0755), 0);
+    struct vnvml nv;
+    unsetenv("GPU_VALIDATOR_LIBNVML");
+    setenv("GPU_VALIDATOR_DRIVER_ROOT", root, 1);
+    cr_assert_eq(vnvml_open(&nv, NULL, err, sizeof(err)), VAL_NO_DRIVER);
+    cr_assert(strstr(err, "libnvidia-ml.so.1 not found under the driver root "), "%s", err);
+    cr_assert(strstr(err, root), "%s", err);
+    snprintf(link, sizeof(link), "%s/libnvidia-ml.so.1", dir);
+    cr_assert_eq(symlink(shim, link), 0);
+    cr_assert_eq(vnvml_open(&nv, NULL, err, sizeof(err)), VAL_OK, "%s", err);
+    vnvml_close(&nv);
+    unsetenv("GPU_VALIDATOR_DRIVER_ROOT");
+    setenv("GPU_VALIDATOR_LIBNVML", shim, 1);
+    unlink(link);
+    rmdir(dir);
+    snprintf(dir, sizeof(dir), "%s/usr", root);
+    rmdir(dir);
+    rmdir(root);
+    free(shim);
 }
 
 Test(shim, vectoradd_in_process)
