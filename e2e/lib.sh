@@ -24,6 +24,16 @@ cleanup() {
             tail -n 40 "$e2e_tmp/kubesim.log" >&2 || true
         fi
         "$E2E_ROOT/cluster" down --dir "$e2e_tmp" >/dev/null 2>&1 || true
+        # kubesim and nodesim built with sanitizers report when they exit: any report fails.
+        local f
+        for f in "$e2e_tmp/kubesim.log" "$e2e_tmp/nodesim.log"; do
+            [ -f "$f" ] || continue
+            if grep -qE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "$f"; then
+                echo "FAIL: sanitizer report in $(basename "$f"):" >&2
+                grep -E -A25 "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "$f" | head -60 >&2
+                rc=1
+            fi
+        done
     fi
     # --- conformance lane: stop the pod runner and the nodesim this scenario started
     if [ "$E2E_CLUSTER" = real ] && [ -f "$e2e_tmp/podrunner.pid" ]; then

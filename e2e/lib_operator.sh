@@ -12,7 +12,9 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 operator_start() {
     METRICS_PORT=$(free_port)
     HEALTH_PORT=$(free_port)
-    OPERATOR_NAMESPACE=$OPERATOR_NS "$OPERATOR_BIN" --kubeconfig "$KUBECONFIG_E2E" \
+    # OPERATOR_WRAPPER (e.g. "valgrind --leak-check=full ...") runs the operator under a tool.
+    # shellcheck disable=SC2086
+    OPERATOR_NAMESPACE=$OPERATOR_NS ${OPERATOR_WRAPPER:-} "$OPERATOR_BIN" --kubeconfig "$KUBECONFIG_E2E" \
         --states-dir "$REPO_ROOT/states" --metrics-bind-address "127.0.0.1:$METRICS_PORT" \
         --health-probe-bind-address "127.0.0.1:$HEALTH_PORT" --validation-backoff-ms 1000 "$@" \
         >>"$E2E_DIR/operator.log" 2>&1 &
@@ -24,7 +26,10 @@ operator_stop() {
     pid=$(cat "$E2E_DIR/operator.pid" 2>/dev/null || true)
     [ -n "$pid" ] || return 0
     kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    # Under a tool (valgrind's leak check at exit) stopping takes longer.
+    local tenths=50
+    [ -z "${OPERATOR_WRAPPER:-}" ] || tenths=600
+    for _ in $(seq 1 $tenths); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
     rm -f "$E2E_DIR/operator.pid"
 }
@@ -39,6 +44,13 @@ operator_on_exit() {
     if grep -qE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "$E2E_DIR/operator.log" 2>/dev/null; then
         echo "FAIL: the operator's sanitizer reported errors:" >&2
         grep -E -A20 "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "$E2E_DIR/operator.log" | head -60 >&2
+        rc=1
+    fi
+    # Under valgrind memcheck (OPERATOR_WRAPPER): any memory error or lost block fails the run.
+    local vg='^==[0-9]+== +(Invalid (read|write|free)|Conditional jump|Use of uninitialised|Syscall param|Mismatched free|Source and destination overlap|Process terminating|.* are (definitely|indirectly) lost)'
+    if grep -qE "$vg" "$E2E_DIR/operator.log" 2>/dev/null; then
+        echo "FAIL: valgrind reported errors in the operator:" >&2
+        grep -E -A25 "$vg" "$E2E_DIR/operator.log" | head -80 >&2
         rc=1
     fi
     set +e # the status below must reach cleanup, which stops the cluster

@@ -22,17 +22,17 @@ metadata:
 data:
   key: one
 YAML
-k apply -f "$E2E_DIR/cm.yaml" | grep -q "configmap/applied created" || fail "apply create"
+k apply -f "$E2E_DIR/cm.yaml" | grep "configmap/applied created" >/dev/null || fail "apply create"
 sed -i 's/key: one/key: two/' "$E2E_DIR/cm.yaml"
-k apply -f "$E2E_DIR/cm.yaml" | grep -q "configmap/applied configured" || fail "apply update"
+k apply -f "$E2E_DIR/cm.yaml" | grep "configmap/applied configured" >/dev/null || fail "apply update"
 assert_eq "applied data" "two" "$(k get cm applied -o jsonpath='{.data.key}')"
 sed -i 's/key: two/key: three/; s/name: applied/name: ssa/' "$E2E_DIR/cm.yaml"
 k apply --server-side -f "$E2E_DIR/cm.yaml" >/dev/null
 assert_eq "server-side apply" "three" "$(k get cm ssa -o jsonpath='{.data.key}')"
 
 step "get -o yaml / -o wide / set-based selectors"
-k get cm applied -o yaml | grep -q "key: two" || fail "get -o yaml"
-k get nodes -o wide | grep -q "INTERNAL-IP" || fail "get -o wide columns"
+k get cm applied -o yaml | grep "key: two" >/dev/null || fail "get -o yaml"
+k get nodes -o wide | grep "INTERNAL-IP" >/dev/null || fail "get -o wide columns"
 assert_eq "set selector" "configmap/applied configmap/ssa" \
     "$(k get cm -l 'tier in (web,api),env!=dev' -o name | sort | tr '\n' ' ' | sed 's/ $//')"
 assert_eq "notin selector" "" "$(k get cm -l 'tier notin (web)' -o name | grep applied || true)"
@@ -66,8 +66,8 @@ k wait --for=jsonpath='{.status.phase}'=Running pod/web --timeout=30s >/dev/null
 k logs web >/dev/null
 node=$(k get pod web -o jsonpath='{.spec.nodeName}')
 [ -n "$node" ] || fail "pod not scheduled"
-k describe node "$node" | grep -q "Allocatable" || fail "describe node"
-k describe pod web | grep -q "Scheduled" || fail "describe pod lists events"
+k describe node "$node" | grep "Allocatable" >/dev/null || fail "describe node"
+k describe pod web | grep "Scheduled" >/dev/null || fail "describe pod lists events"
 
 step "delete with a finalizer removed by a second client"
 k create configmap fin >/dev/null
