@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,8 +57,7 @@ static char *dup_bytes(const char *s, size_t len)
     return d;
 }
 
-/* strdup that maps NULL to NULL and reports allocation failure through *ok. */
-static char *dup_opt(const char *s, bool *ok)
+char *kc__dup_opt(const char *s, bool *ok)
 {
     if (!s)
         return NULL;
@@ -152,15 +152,15 @@ kc_code kc_client_new(const kc_config *cfg, const kc_client_opts *opts, kc_clien
     if (!c)
         return kc_err_set(err, KC_ENOMEM, "out of memory creating the client");
     bool ok = true;
-    c->server = dup_opt(cfg->server, &ok);
+    c->server = kc__dup_opt(cfg->server, &ok);
     c->ca_pem = dup_pem(cfg->ca_pem, cfg->ca_pem_len, &c->ca_pem_len, &ok);
     c->insecure = cfg->insecure_skip_tls_verify;
-    c->tls_server_name = dup_opt(cfg->tls_server_name, &ok);
-    c->token = dup_opt(cfg->token, &ok);
-    c->token_file = dup_opt(cfg->token_file, &ok);
+    c->tls_server_name = kc__dup_opt(cfg->tls_server_name, &ok);
+    c->token = kc__dup_opt(cfg->token, &ok);
+    c->token_file = kc__dup_opt(cfg->token_file, &ok);
     c->cert_pem = dup_pem(cfg->client_cert_pem, cfg->client_cert_pem_len, &c->cert_pem_len, &ok);
     c->key_pem = dup_pem(cfg->client_key_pem, cfg->client_key_pem_len, &c->key_pem_len, &ok);
-    c->source = dup_opt(cfg->source ? cfg->source : "the configuration", &ok);
+    c->source = kc__dup_opt(cfg->source ? cfg->source : "the configuration", &ok);
     kc_client_opts o = opts ? *opts : (kc_client_opts){0};
     if (o.qps == 0)
         o.qps = 50;
@@ -180,7 +180,7 @@ kc_code kc_client_new(const kc_config *cfg, const kc_client_opts *opts, kc_clien
         o.backoff_max_ms = 10000;
     if (o.backoff_max_ms < o.backoff_base_ms)
         o.backoff_max_ms = o.backoff_base_ms;
-    c->user_agent = dup_opt(o.user_agent ? o.user_agent : "gpu-operator/" KC_VERSION, &ok);
+    c->user_agent = kc__dup_opt(o.user_agent ? o.user_agent : "gpu-operator/" KC_VERSION, &ok);
     o.user_agent = c->user_agent;
     c->opts = o;
     c->lim_tokens = o.burst;
@@ -394,10 +394,26 @@ kc_code kc__setup_easy(kc_client *c, CURL *h, const kc_request *req, struct curl
 
     errbuf[0] = '\0';
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    /* curl_easy_reset (pool_put) cannot report a failure: when one of its allocations fails it
+     * returns before setting the rest of its defaults (buffer sizes among them), and the next
+     * request on the handle breaks. The defaults a request relies on are set here. */
+    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, (long)CURL_MAX_WRITE_SIZE);
+    curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, 65536L);
+    curl_easy_setopt(h, CURLOPT_MAXAGE_CONN, 118L);
+    curl_easy_setopt(h, CURLOPT_MAXCONNECTS, 5L);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(h, CURLOPT_EXPECT_100_TIMEOUT_MS, 1000L);
+    curl_easy_setopt(h, CURLOPT_HAPPY_EYEBALLS_TIMEOUT_MS, 200L);
+    curl_easy_setopt(h, CURLOPT_HEADEROPT, (long)CURLHEADER_SEPARATE);
+    curl_easy_setopt(h, CURLOPT_SSL_ENABLE_ALPN, 1L);
+    curl_easy_setopt(h, CURLOPT_UPKEEP_INTERVAL_MS, 60000L);
+    /* String options are copied: a failed copy must fail the request, not send another one (a
+     * DELETE whose method was lost is a GET). */
+    if (curl_easy_setopt(h, CURLOPT_URL, url) != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent) != CURLE_OK)
+        goto nomem;
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdrs);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->opts.connect_timeout_ms);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -409,8 +425,9 @@ kc_code kc__setup_easy(kc_client *c, CURL *h, const kc_request *req, struct curl
     } else if (strcmp(req->method, "HEAD") == 0) {
         curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     } else {
-        if (strcmp(req->method, "POST") != 0)
-            curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method);
+        if (strcmp(req->method, "POST") != 0 &&
+            curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method) != CURLE_OK)
+            goto nomem;
         if (has_body || strcmp(req->method, "DELETE") != 0) {
             /* Copied so that a stream's body outlives the caller's buffer. */
             curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
@@ -529,6 +546,15 @@ static int retry_after(CURL *h)
     return v > KC_RETRY_AFTER_MAX_S ? KC_RETRY_AFTER_MAX_S : (int)v;
 }
 
+static _Atomic(kc_client_fault_hook) fault_hook;
+static void *_Atomic fault_ud;
+
+void kc_client_set_fault_hook(kc_client_fault_hook hook, void *ud)
+{
+    atomic_store(&fault_ud, ud);
+    atomic_store(&fault_hook, hook);
+}
+
 /* One attempt. *retryable says whether the failure may be retried for this method. */
 static kc_code do_once(kc_client *c, const kc_request *req, kc_response *r, kc_err *err,
                        bool *retryable)
@@ -537,6 +563,13 @@ static kc_code do_once(kc_client *c, const kc_request *req, kc_response *r, kc_e
     struct curl_slist *hdrs = NULL;
     body_buf b = {0};
     *retryable = false;
+    kc_client_fault_hook hook = atomic_load(&fault_hook);
+    if (hook) {
+        kc_code injected = hook(req, atomic_load(&fault_ud));
+        if (injected != KC_OK)
+            return kc_err_set(err, injected, "%s %s: injected fault (test hook)", req->method,
+                              req->path);
+    }
     CURL *h = pool_get(c);
     if (!h)
         return kc_err_set(err, KC_ENOMEM, "out of memory creating a curl handle");

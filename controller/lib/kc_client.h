@@ -77,6 +77,12 @@ void kc_response_free(kc_response *resp);
 kc_code kc_status_decode(int http_status, const char *body, size_t len, kc_err *err);
 kc_code kc_status_from_json(int http_status, const json_t *status, kc_err *err);
 
+/* Fault injection for tests: when a hook is set, kc_client_do calls it before each attempt; a
+ * return other than KC_OK fails that attempt with that code (nothing is sent, no retry), as a
+ * broken connection would. Process-wide; NULL (the default) turns it off. Tests only. */
+typedef kc_code (*kc_client_fault_hook)(const kc_request *req, void *ud);
+void kc_client_set_fault_hook(kc_client_fault_hook hook, void *ud);
+
 /* ---- Streaming requests on a libuv loop (curl multi-socket), used by watches and informers ----
  */
 

@@ -67,6 +67,8 @@ kc_code kc__curl_error(kc_client *c, CURLcode rc, const char *errbuf, const char
 
 /* Counts one request sent. */
 void kc__count_request(kc_client *c);
+/* strdup that maps NULL to NULL and reports allocation failure through *ok. */
+char *kc__dup_opt(const char *s, bool *ok);
 
 /* Tears down the streaming state (kc_client_stream.c); used by kc_client_free. */
 void kc__stream_detach(kc_client *c);

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kc_client_int.h"
 #include "kc_log.h"
 #include "kc_rest.h"
 
@@ -149,6 +150,12 @@ typedef struct spam_bucket {
     int64_t last_ms; /* monotonic */
 } spam_bucket;
 
+/* A queued Event: the involved object's reference and the Event's fields, copied. */
+typedef struct queued_event {
+    struct queued_event *next;
+    char *kind, *api_version, *name, *ns, *uid, *rv, *type, *reason, *msg;
+} queued_event;
+
 struct kc_event_recorder {
     kc_client *client;
     char *component, *instance, *default_ns;
@@ -159,7 +166,18 @@ struct kc_event_recorder {
     pthread_mutex_t lock; /* serializes records: caches, stats and the API writes */
     lru dedup, spam;
     kc_event_stats stats;
+
+    /* The queue (queue_cap > 0): guarded by qmu; the sender thread writes what it holds. */
+    size_t queue_cap, queued;
+    unsigned long q_dropped, q_failed; /* counted under qmu: never wait for a write */
+    pthread_mutex_t qmu;
+    pthread_cond_t qcond, qidle;
+    queued_event *qhead, *qtail;
+    bool qstop, qbusy, sender_started;
+    pthread_t sender;
 };
+
+static void *sender_main(void *arg);
 
 typedef struct obj_ref {
     const char *kind, *api_version, *name, *ns, *uid, *rv;
@@ -205,19 +223,73 @@ kc_code kc_event_recorder_new(kc_client *client, const kc_event_recorder_opts *o
     rec->refill_per_s = opts->spam_refill_per_s > 0 ? opts->spam_refill_per_s : 1.0 / 300;
     size_t cap = opts->cache_size ? opts->cache_size : 4096;
     pthread_mutex_init(&rec->lock, NULL);
+    pthread_mutex_init(&rec->qmu, NULL);
+    pthread_cond_init(&rec->qcond, NULL);
+    pthread_cond_init(&rec->qidle, NULL);
+    rec->queue_cap = opts->queue_size;
     if (!rec->component || !rec->instance || !rec->default_ns || !lru_init(&rec->dedup, cap) ||
         !lru_init(&rec->spam, cap)) {
         kc_event_recorder_free(rec);
         return kc_err_set(err, KC_ENOMEM, "out of memory creating an event recorder");
     }
+    if (rec->queue_cap > 0) {
+        if (pthread_create(&rec->sender, NULL, sender_main, rec) != 0) {
+            kc_event_recorder_free(rec);
+            return kc_err_set(err, KC_ENOMEM,
+                              "event recorder: cannot start its sender thread (out of threads "
+                              "or memory)");
+        }
+        rec->sender_started = true;
+    }
     *out = rec;
     return KC_OK;
+}
+
+static void queued_free(queued_event *q)
+{
+    if (!q)
+        return;
+    free(q->kind);
+    free(q->api_version);
+    free(q->name);
+    free(q->ns);
+    free(q->uid);
+    free(q->rv);
+    free(q->type);
+    free(q->reason);
+    free(q->msg);
+    free(q);
+}
+
+void kc_event_recorder_flush(kc_event_recorder *rec)
+{
+    if (!rec || !rec->sender_started)
+        return;
+    pthread_mutex_lock(&rec->qmu);
+    while (rec->qhead || rec->qbusy)
+        pthread_cond_wait(&rec->qidle, &rec->qmu);
+    pthread_mutex_unlock(&rec->qmu);
 }
 
 void kc_event_recorder_free(kc_event_recorder *rec)
 {
     if (!rec)
         return;
+    if (rec->sender_started) {
+        pthread_mutex_lock(&rec->qmu);
+        rec->qstop = true;
+        pthread_cond_signal(&rec->qcond);
+        pthread_mutex_unlock(&rec->qmu);
+        pthread_join(rec->sender, NULL);
+    }
+    while (rec->qhead) {
+        queued_event *q = rec->qhead;
+        rec->qhead = q->next;
+        queued_free(q);
+    }
+    pthread_mutex_destroy(&rec->qmu);
+    pthread_cond_destroy(&rec->qcond);
+    pthread_cond_destroy(&rec->qidle);
     if (rec->dedup.table)
         lru_free(&rec->dedup);
     if (rec->spam.table)
@@ -240,6 +312,10 @@ void kc_event_recorder_stats(kc_event_recorder *rec, kc_event_stats *out)
     pthread_mutex_lock(&rec->lock);
     *out = rec->stats;
     pthread_mutex_unlock(&rec->lock);
+    pthread_mutex_lock(&rec->qmu);
+    out->queue_dropped = rec->q_dropped;
+    out->failed += rec->q_failed;
+    pthread_mutex_unlock(&rec->qmu);
 }
 
 static const char *str_field(const json_t *obj, const char *key)
@@ -463,6 +539,117 @@ free_keys:
     return rc;
 }
 
+/* Writes one Event (or counts a repeat) and logs the outcome. */
+static kc_code deliver(kc_event_recorder *rec, const obj_ref *r, const char *type,
+                       const char *reason, const char *msg)
+{
+    kc_err err = {0};
+    char q1[96], q2[600];
+    bool dropped = false;
+    pthread_mutex_lock(&rec->lock);
+    kc_code rc = record_locked(rec, r, type, reason, msg, &dropped, &err);
+    if (rc != KC_OK && !dropped)
+        rec->stats.failed++;
+    pthread_mutex_unlock(&rec->lock);
+    if (rc == KC_OK) {
+        kc_debug("event recorded", "type=%s reason=%s kind=%s name=%s message=%s", type, reason,
+                 r->kind, r->name, kc_log_quote(q2, sizeof(q2), msg));
+        return KC_OK;
+    }
+    if (dropped) {
+        /* Dropping is the filter working, not a failure worth a warning each time. */
+        kc_debug("event dropped by spam filter", "reason=%s kind=%s name=%s", reason, r->kind,
+                 r->name);
+        return rc;
+    }
+    kc_warn("recording event failed", "reason=%s kind=%s name=%s code=%s error=%s", reason, r->kind,
+            kc_log_quote(q1, sizeof(q1), r->name), kc_code_name(rc),
+            kc_log_quote(q2, sizeof(q2), err.msg));
+    return rc;
+}
+
+/* Copies the Event into the queue; drops it (counted) when the queue is full. */
+static kc_code enqueue(kc_event_recorder *rec, const obj_ref *r, const char *type,
+                       const char *reason, const char *msg)
+{
+    queued_event *q = calloc(1, sizeof(*q));
+    bool ok = q != NULL;
+    if (q) {
+        q->kind = kc__dup_opt(r->kind, &ok);
+        q->api_version = kc__dup_opt(r->api_version, &ok);
+        q->name = kc__dup_opt(r->name, &ok);
+        q->ns = kc__dup_opt(r->ns, &ok);
+        q->uid = kc__dup_opt(r->uid, &ok);
+        q->rv = kc__dup_opt(r->rv, &ok);
+        q->type = kc__dup_opt(type, &ok);
+        q->reason = kc__dup_opt(reason, &ok);
+        q->msg = kc__dup_opt(msg, &ok);
+    }
+    if (!ok) {
+        queued_free(q);
+        pthread_mutex_lock(&rec->qmu);
+        rec->q_failed++;
+        pthread_mutex_unlock(&rec->qmu);
+        kc_warn("recording event failed",
+                "reason=%s kind=%s code=KC_ENOMEM error=\"out of "
+                "memory queueing the Event\"",
+                reason, r->kind);
+        return KC_ENOMEM;
+    }
+    pthread_mutex_lock(&rec->qmu);
+    bool full = rec->queued >= rec->queue_cap;
+    unsigned long n = full ? ++rec->q_dropped : 0;
+    if (!full) {
+        if (rec->qtail)
+            rec->qtail->next = q;
+        else
+            rec->qhead = q;
+        rec->qtail = q;
+        rec->queued++;
+        pthread_cond_signal(&rec->qcond);
+    }
+    pthread_mutex_unlock(&rec->qmu);
+    if (full) {
+        queued_free(q);
+        /* Events are best effort; say so once per 100 drops. */
+        if (n % 100 == 1)
+            kc_warn("event queue full; events dropped", "reason=%s kind=%s name=%s dropped=%lu",
+                    reason, r->kind, r->name, n);
+        return KC_EUNAVAILABLE;
+    }
+    return KC_OK;
+}
+
+/* The sender thread: writes queued Events in order until told to stop (then drains). */
+static void *sender_main(void *arg)
+{
+    kc_event_recorder *rec = arg;
+    pthread_mutex_lock(&rec->qmu);
+    for (;;) {
+        while (!rec->qhead && !rec->qstop)
+            pthread_cond_wait(&rec->qcond, &rec->qmu);
+        if (!rec->qhead)
+            break; /* stopping and drained */
+        queued_event *q = rec->qhead;
+        rec->qhead = q->next;
+        if (!rec->qhead)
+            rec->qtail = NULL;
+        rec->queued--;
+        rec->qbusy = true;
+        pthread_mutex_unlock(&rec->qmu);
+        obj_ref r = {q->kind, q->api_version, q->name, q->ns, q->uid, q->rv};
+        deliver(rec, &r, q->type, q->reason, q->msg);
+        queued_free(q);
+        pthread_mutex_lock(&rec->qmu);
+        rec->qbusy = false;
+        if (!rec->qhead)
+            pthread_cond_broadcast(&rec->qidle);
+    }
+    pthread_cond_broadcast(&rec->qidle);
+    pthread_mutex_unlock(&rec->qmu);
+    return NULL;
+}
+
 kc_code kc_event_vrecord(kc_event_recorder *rec, const json_t *involved, const char *type,
                          const char *reason, const char *fmt, va_list ap)
 {
@@ -486,24 +673,9 @@ kc_code kc_event_vrecord(kc_event_recorder *rec, const json_t *involved, const c
     char msg[MESSAGE_MAX * 2];
     vsnprintf(msg, sizeof(msg), fmt, ap);
     truncate_utf8(msg);
-
-    bool dropped = false;
-    pthread_mutex_lock(&rec->lock);
-    rc = record_locked(rec, &r, type, reason, msg, &dropped, &err);
-    if (rc != KC_OK && !dropped)
-        rec->stats.failed++;
-    pthread_mutex_unlock(&rec->lock);
-    if (rc == KC_OK) {
-        kc_debug("event recorded", "type=%s reason=%s kind=%s name=%s message=%s", type, reason,
-                 r.kind, r.name, kc_log_quote(q2, sizeof(q2), msg));
-        return KC_OK;
-    }
-    if (dropped) {
-        /* Dropping is the filter working, not a failure worth a warning each time. */
-        kc_debug("event dropped by spam filter", "reason=%s kind=%s name=%s", reason, r.kind,
-                 r.name);
-        return rc;
-    }
+    if (rec->sender_started)
+        return enqueue(rec, &r, type, reason, msg);
+    return deliver(rec, &r, type, reason, msg);
 log_failure:
     kc_warn("recording event failed", "reason=%s kind=%s name=%s code=%s error=%s",
             reason ? reason : "", r.kind ? r.kind : "", kc_log_quote(q1, sizeof(q1), r.name),

@@ -23,13 +23,22 @@ typedef struct kc_event_recorder_opts {
     double spam_refill_per_s;      /* tokens regained per second; 0 → 1/300 (one per 5 min) */
     long long (*clock_ms)(void);   /* monotonic milliseconds for the window and the buckets;
                                       NULL → CLOCK_MONOTONIC (tests pass a fake clock) */
+    size_t queue_size;             /* 0: kc_event_record writes before it returns; > 0: it
+                                      queues the Event (up to this many) for a sender thread
+                                      of the recorder and returns at once; an Event that finds
+                                      the queue full is dropped and counted (queue_dropped) */
 } kc_event_recorder_opts;
 
 /* Creates a recorder writing through client (not owned; must outlive the recorder). Strings in
  * opts are copied. Missing component → KC_EARG. */
 kc_code kc_event_recorder_new(kc_client *client, const kc_event_recorder_opts *opts,
                               kc_event_recorder **out, kc_err *err);
+/* With a queue, writes what is still queued (each write bounded by the client's timeout) and
+ * stops the sender thread. */
 void kc_event_recorder_free(kc_event_recorder *rec);
+/* Waits until every Event queued so far has been written (or has failed); returns at once for
+ * a recorder without a queue. */
+void kc_event_recorder_flush(kc_event_recorder *rec);
 
 /* Records an Event about `involved`: either the object itself (kind, apiVersion,
  * metadata.name/namespace/uid/resourceVersion are read) or an ObjectReference holding those
@@ -42,10 +51,12 @@ void kc_event_recorder_free(kc_event_recorder *rec);
  * lastTimestamp; if the Event is gone (404) a new one is created. Objects recording faster than
  * the spam bucket allows have their Events dropped.
  *
- * Synchronous: returns after the API call; calls are serialized per recorder. Thread-safe. A
+ * Without a queue: returns after the API call; calls are serialized per recorder. Thread-safe. A
  * failure is logged (a warning with the full message) and counted, and its code returned
  * (KC_ETOOMANYREQUESTS for a spam drop, logged at debug level only); it is never fatal, so
- * callers usually ignore the result. Bad arguments → KC_EARG. */
+ * callers usually ignore the result. Bad arguments → KC_EARG. With a queue (opts.queue_size):
+ * returns KC_OK once queued, KC_EUNAVAILABLE when the queue is full (the Event is dropped);
+ * failures of the write itself are only logged and counted. */
 kc_code kc_event_record(kc_event_recorder *rec, const json_t *involved, const char *type,
                         const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -53,10 +64,11 @@ kc_code kc_event_vrecord(kc_event_recorder *rec, const json_t *involved, const c
                          const char *reason, const char *fmt, va_list ap);
 
 typedef struct kc_event_stats {
-    unsigned long created; /* Events POSTed */
-    unsigned long patched; /* repeats counted on an existing Event */
-    unsigned long dropped; /* refused by the spam filter */
-    unsigned long failed;  /* API writes that failed */
+    unsigned long created;       /* Events POSTed */
+    unsigned long patched;       /* repeats counted on an existing Event */
+    unsigned long dropped;       /* refused by the spam filter */
+    unsigned long failed;        /* API writes that failed */
+    unsigned long queue_dropped; /* dropped because the queue was full */
 } kc_event_stats;
 void kc_event_recorder_stats(kc_event_recorder *rec, kc_event_stats *out);
 

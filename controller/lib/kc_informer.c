@@ -31,7 +31,7 @@ struct kc_informer {
 
     /* Guards cache, synced and stats, which other threads read. */
     pthread_mutex_t mu;
-    kc_map *cache; /* key → json_t* (one reference each) */
+    kc_map *cache; /* key → json_t* (one reference each), or stored* with a codec */
     bool synced;
     kc_informer_stats stats;
 
@@ -138,9 +138,89 @@ static void count(kc_informer *inf, unsigned long *field)
     pthread_mutex_unlock(&inf->mu);
 }
 
-static void free_json(void *v)
+/* ---- cache entries: a json_t reference, or with a codec its record and resourceVersion ---- */
+
+typedef struct stored {
+    void *rec;
+    char rv[]; /* "" when the object had none */
+} stored;
+
+static void *json_text_encode(const json_t *obj, void *ud)
 {
-    json_decref(v);
+    (void)ud;
+    return json_dumps(obj, JSON_COMPACT);
+}
+
+static json_t *json_text_decode(const void *rec, void *ud)
+{
+    (void)ud;
+    return json_loads(rec, 0, NULL);
+}
+
+const kc_informer_codec kc_informer_json_text_codec = {json_text_encode, json_text_decode, free,
+                                                       NULL};
+
+/* What the cache keeps for obj (obj is not consumed); NULL when out of memory. */
+static void *entry_new(kc_informer *inf, json_t *obj)
+{
+    const kc_informer_codec *cd = inf->o.codec;
+    if (!cd)
+        return json_incref(obj);
+    const char *rv = obj_rv(obj);
+    size_t l = rv ? strlen(rv) : 0;
+    stored *e = malloc(sizeof(*e) + l + 1);
+    if (!e)
+        return NULL;
+    memcpy(e->rv, rv ? rv : "", l);
+    e->rv[l] = '\0';
+    if (!(e->rec = cd->encode(obj, cd->ud))) {
+        free(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* The object of an entry as a new reference (NULL for NULL, or when out of memory). */
+static json_t *entry_json(const kc_informer *inf, void *v)
+{
+    if (!v)
+        return NULL;
+    if (!inf->o.codec)
+        return json_incref(v);
+    return inf->o.codec->decode(((stored *)v)->rec, inf->o.codec->ud);
+}
+
+static const char *entry_rv(const kc_informer *inf, void *v)
+{
+    if (!v)
+        return NULL;
+    if (!inf->o.codec)
+        return obj_rv(v);
+    const char *rv = ((stored *)v)->rv;
+    return rv[0] ? rv : NULL;
+}
+
+static void entry_free(const kc_informer *inf, void *v)
+{
+    if (!v)
+        return;
+    if (!inf->o.codec) {
+        json_decref(v);
+        return;
+    }
+    inf->o.codec->free_rec(((stored *)v)->rec);
+    free(v);
+}
+
+static void map_free(const kc_informer *inf, kc_map *m)
+{
+    if (!m)
+        return;
+    size_t pos = 0;
+    void *v;
+    while (kc_map_next(m, &pos, NULL, &v))
+        entry_free(inf, v);
+    kc_map_free(m, NULL);
 }
 
 static void on_timer(uv_timer_t *t);
@@ -252,13 +332,15 @@ static kc_code absorb_page(kc_informer *inf, json_t *page, kc_err *err)
             continue;
         }
         json_t *obj = transform(inf, item);
+        void *ent = obj ? entry_new(inf, obj) : NULL;
+        json_decref(obj);
         void *old = NULL;
-        if (!obj || kc_map_put(inf->building, key, obj, &old) != KC_OK) {
-            json_decref(obj);
+        if (!ent || kc_map_put(inf->building, key, ent, &old) != KC_OK) {
+            entry_free(inf, ent);
             free(key);
             return kc_err_set(err, KC_ENOMEM, "list of %s: out of memory caching items", inf->name);
         }
-        json_decref(old);
+        entry_free(inf, old);
         free(key);
     }
     return KC_OK;
@@ -286,22 +368,35 @@ static void apply_list(kc_informer *inf, const char *list_rv)
     /* The loop thread is the only writer, so iterating the new cache without the lock is safe;
      * handlers may read it (under the lock) meanwhile. */
     while (!inf->stopped && kc_map_next(inf->cache, &pos, &key, &val)) {
-        json_t *prev = kc_map_get(old, key);
+        void *prev = kc_map_get(old, key);
         if (!prev) {
-            if (inf->h.on_add)
-                inf->h.on_add(inf, val, inf->h.ud);
+            if (inf->h.on_add) {
+                json_t *o = entry_json(inf, val);
+                if (o)
+                    inf->h.on_add(inf, o, inf->h.ud);
+                json_decref(o);
+            }
         } else {
-            const char *a = obj_rv(prev), *b = obj_rv(val);
-            if ((!a || !b || strcmp(a, b) != 0) && inf->h.on_update)
-                inf->h.on_update(inf, prev, val, inf->h.ud);
+            const char *a = entry_rv(inf, prev), *b = entry_rv(inf, val);
+            if ((!a || !b || strcmp(a, b) != 0) && inf->h.on_update) {
+                json_t *po = entry_json(inf, prev), *o = entry_json(inf, val);
+                if (po && o)
+                    inf->h.on_update(inf, po, o, inf->h.ud);
+                json_decref(po);
+                json_decref(o);
+            }
         }
     }
     pos = 0;
     while (!inf->stopped && kc_map_next(old, &pos, &key, &val)) {
-        if (!kc_map_get(inf->cache, key) && inf->h.on_delete)
-            inf->h.on_delete(inf, val, inf->h.ud);
+        if (!kc_map_get(inf->cache, key) && inf->h.on_delete) {
+            json_t *o = entry_json(inf, val);
+            if (o)
+                inf->h.on_delete(inf, o, inf->h.ud);
+            json_decref(o);
+        }
     }
-    kc_map_free(old, free_json);
+    map_free(inf, old);
     if (first && !inf->stopped) {
         pthread_mutex_lock(&inf->mu);
         inf->synced = true;
@@ -399,7 +494,7 @@ static void request_page(kc_informer *inf)
 
 static void begin_list(kc_informer *inf)
 {
-    kc_map_free(inf->building, free_json);
+    map_free(inf, inf->building);
     inf->building = kc_map_new();
     free(inf->continue_token);
     inf->continue_token = NULL;
@@ -444,40 +539,45 @@ static kc_code on_event(kc_watch_type type, json_t *obj, void *ud, kc_err *err)
         return kc_err_set(err, KC_ENOMEM, "watch of %s: transform failed (out of memory)",
                           inf->name);
     }
-    void *prev = NULL;
+    void *prev = NULL, *ent = NULL;
     kc_code rc = KC_OK;
-    pthread_mutex_lock(&inf->mu);
-    if (type == KC_WATCH_DELETED) {
-        prev = kc_map_remove(inf->cache, key);
-    } else if (kc_map_put(inf->cache, key, nobj, &prev) == KC_OK) {
-        json_incref(nobj); /* the cache's reference */
-    } else {
+    if (type != KC_WATCH_DELETED && !(ent = entry_new(inf, nobj)))
         rc = KC_ENOMEM;
+    if (rc == KC_OK) {
+        pthread_mutex_lock(&inf->mu);
+        if (type == KC_WATCH_DELETED)
+            prev = kc_map_remove(inf->cache, key);
+        else if (kc_map_put(inf->cache, key, ent, &prev) != KC_OK)
+            rc = KC_ENOMEM;
+        pthread_mutex_unlock(&inf->mu);
     }
-    pthread_mutex_unlock(&inf->mu);
     free(key);
     if (rc != KC_OK) {
+        entry_free(inf, ent);
         json_decref(nobj);
         free(rv);
         return kc_err_set(err, rc, "watch of %s: out of memory caching an object", inf->name);
     }
-    json_t *old = prev;
     set_rv(inf, rv);
-    const char *orv = old ? obj_rv(old) : NULL;
+    const char *orv = entry_rv(inf, prev);
     /* Handlers hear of each change once: a delete of something already gone, or a replay of a
      * version already cached, changes nothing. */
     bool replay = orv && rv && strcmp(orv, rv) == 0;
     if (type == KC_WATCH_DELETED) {
-        if (old && inf->h.on_delete)
+        if (prev && inf->h.on_delete)
             inf->h.on_delete(inf, nobj, inf->h.ud);
-    } else if (old) {
-        if (!replay && inf->h.on_update)
-            inf->h.on_update(inf, old, nobj, inf->h.ud);
+    } else if (prev) {
+        if (!replay && inf->h.on_update) {
+            json_t *old = entry_json(inf, prev);
+            if (old)
+                inf->h.on_update(inf, old, nobj, inf->h.ud);
+            json_decref(old);
+        }
     } else if (inf->h.on_add) {
         inf->h.on_add(inf, nobj, inf->h.ud);
     }
     free(rv);
-    json_decref(old);
+    entry_free(inf, prev);
     json_decref(nobj);
     return inf->stopped ? KC_ECANCELED : KC_OK;
 }
@@ -612,8 +712,8 @@ static char *dup_or_null(const char *s)
 static void destroy(kc_informer *inf)
 {
     kc_watch_decoder_free(&inf->dec);
-    kc_map_free(inf->cache, free_json);
-    kc_map_free(inf->building, free_json);
+    map_free(inf, inf->cache);
+    map_free(inf, inf->building);
     free(inf->body);
     free(inf->continue_token);
     free(inf->rv);
@@ -768,10 +868,23 @@ json_t *kc_informer_get(kc_informer *inf, const char *ns, const char *name)
     if (!key)
         return NULL;
     pthread_mutex_lock(&inf->mu);
-    json_t *obj = json_incref(kc_map_get(inf->cache, key));
+    json_t *obj = entry_json(inf, kc_map_get(inf->cache, key));
     pthread_mutex_unlock(&inf->mu);
     free(key);
     return obj;
+}
+
+bool kc_informer_has(kc_informer *inf, const char *ns, const char *name)
+{
+    char key[640]; /* a namespace (63) and a name (253) fit */
+    if (!inf || !name ||
+        (size_t)snprintf(key, sizeof(key), "%s%s%s", ns && ns[0] ? ns : "", ns && ns[0] ? "/" : "",
+                         name) >= sizeof(key))
+        return false;
+    pthread_mutex_lock(&inf->mu);
+    bool found = kc_map_get(inf->cache, key) != NULL;
+    pthread_mutex_unlock(&inf->mu);
+    return found;
 }
 
 json_t *kc_informer_list(kc_informer *inf)
@@ -785,7 +898,7 @@ json_t *kc_informer_list(kc_informer *inf)
     size_t pos = 0;
     void *val;
     while (kc_map_next(inf->cache, &pos, NULL, &val)) {
-        if (json_array_append(arr, val) != 0) {
+        if (json_array_append_new(arr, entry_json(inf, val)) != 0) {
             json_decref(arr);
             arr = NULL;
             break;
@@ -814,9 +927,13 @@ void kc_informer_foreach(kc_informer *inf, bool (*fn)(const char *key, const jso
     size_t pos = 0;
     const char *key;
     void *val;
-    while (kc_map_next(inf->cache, &pos, &key, &val))
-        if (!fn(key, val, ud))
+    while (kc_map_next(inf->cache, &pos, &key, &val)) {
+        json_t *o = entry_json(inf, val);
+        bool more = !o || fn(key, o, ud);
+        json_decref(o);
+        if (!more)
             break;
+    }
     pthread_mutex_unlock(&inf->mu);
 }
 

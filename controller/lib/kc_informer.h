@@ -44,6 +44,22 @@ typedef json_t *(*kc_informer_transform)(json_t *obj, const kc_resource *res, vo
  * core/v1 nodes, status.images. */
 json_t *kc_informer_default_transform(json_t *obj, const kc_resource *res, void *ud);
 
+/* How the cache stores objects. Without a codec every cached object is a jansson tree (one
+ * allocation per value: several KiB for a trimmed Pod). With one, the cache keeps a compact
+ * record per object, built by encode from the transformed object, and rebuilds a JSON object
+ * with decode on every read (get, list, foreach and the old object given to on_update):
+ * readers then receive a fresh object, which costs a decode per read and saves most of the
+ * memory of large caches. encode returns NULL and decode NULL only when out of memory. */
+typedef struct kc_informer_codec {
+    void *(*encode)(const json_t *obj, void *ud);
+    json_t *(*decode)(const void *rec, void *ud);
+    void (*free_rec)(void *rec);
+    void *ud;
+} kc_informer_codec;
+
+/* A codec that keeps each object as its compact JSON text (json_dumps, JSON_COMPACT). */
+extern const kc_informer_codec kc_informer_json_text_codec;
+
 typedef struct kc_informer_opts {
     const char *label_selector;      /* NULL: everything */
     const char *field_selector;      /* NULL: everything */
@@ -56,6 +72,7 @@ typedef struct kc_informer_opts {
     long backoff_max_ms;     /* cap (the delay doubles per consecutive error); 0 → 30000 */
     long backoff_reset_ms;   /* error-free time after which the delay starts over; 0 → 120000 */
     const char *name;        /* for log lines; NULL → the resource name */
+    const kc_informer_codec *codec; /* NULL: cache jansson trees; must outlive the informer */
 } kc_informer_opts;
 
 /* Creates a stopped informer. client must already be attached to loop (kc_client_attach_loop)
@@ -84,6 +101,9 @@ bool kc_informer_synced(kc_informer *inf);
 /* The cached object ns/name (ns NULL or "" for cluster-scoped), as a new reference the caller
  * must json_decref; NULL when absent. */
 json_t *kc_informer_get(kc_informer *inf, const char *ns, const char *name);
+/* Whether ns/name is cached; allocates nothing, so it tells "absent" from "out of memory" when
+ * kc_informer_get returned NULL. */
+bool kc_informer_has(kc_informer *inf, const char *ns, const char *name);
 /* A snapshot array of every cached object (new references; caller decrefs the array). NULL only
  * when out of memory. */
 json_t *kc_informer_list(kc_informer *inf);

@@ -1,6 +1,7 @@
 /* gpu-operator: the operator's program: flags, metrics and health endpoints, leader election,
  * then the controller until SIGTERM. */
 #include <getopt.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -37,7 +38,7 @@ static void usage(FILE *f)
         "  --leader-elect                    run only while holding the Lease\n"
         "  --leader-elect-namespace NS       where the Lease lives (default: the namespace)\n"
         "  --operator-image IMAGE            validator image when the spec names none\n"
-        "  --workers N                       reconcile threads (default 2)\n"
+        "  --workers N                       reconcile threads (default 8)\n"
         "  --kube-api-qps N                  API request rate limit (default 500, burst 2x)\n"
         "  --validation-backoff-ms MS        first retry delay of a failed validation (5000)\n"
         "  -v                                debug logs\n"
@@ -159,6 +160,10 @@ out:
 
 int main(int argc, char **argv)
 {
+    /* glibc gives each thread that allocates its own arena (up to 8 per core), each keeping
+     * its own free memory; the workers' allocations are small and brief, so two arenas hold the
+     * heap with far less of it idle. */
+    mallopt(M_ARENA_MAX, 2);
     static const struct option opts[] = {
         {"kubeconfig", required_argument, NULL, O_KUBECONFIG},
         {"states-dir", required_argument, NULL, O_STATES},

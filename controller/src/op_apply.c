@@ -40,15 +40,24 @@ static bool has_finalizer(const json_t *obj)
 static kc_code set_finalizer(op_controller *c, const json_t *obj, bool on, kc_err *err)
 {
     json_t *list = json_array();
+    bool oom = !list;
     size_t i;
     const json_t *f;
-    json_array_foreach(json_object_get(json_object_get(obj, "metadata"), "finalizers"), i,
-                       f) if (!json_string_value(f) || strcmp(json_string_value(f), OP_FINALIZER))
-        json_array_append(list, (json_t *)f);
-    if (on)
-        json_array_append_new(list, json_string(OP_FINALIZER));
+    /* The whole list is written: one lost entry would drop another controller's finalizer. */
+    json_array_foreach(
+        json_object_get(json_object_get(obj, "metadata"), "finalizers"), i,
+        f) if ((!json_string_value(f) || strcmp(json_string_value(f), OP_FINALIZER)) &&
+               json_array_append(list, (json_t *)f)) oom = true;
+    if (on && json_array_append_new(list, json_string(OP_FINALIZER)))
+        oom = true;
+    if (oom) {
+        json_decref(list);
+        return kc_err_set(err, KC_ENOMEM, "out of memory building the finalizer list");
+    }
     json_t *patch = json_pack("{s:{s:o, s:O}}", "metadata", "finalizers", list, "resourceVersion",
                               json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    if (!patch)
+        return kc_err_set(err, KC_ENOMEM, "out of memory building the finalizer patch");
     kc_code rc = kc_patch(c->api, &KC_RES_CLUSTERPOLICIES, NULL, str_at(obj, "metadata", "name"),
                           KC_PATCH_MERGE, patch, NULL, NULL, err);
     json_decref(patch);
@@ -103,6 +112,15 @@ static int apply_one(op_controller *c, op_kind *k, json_t *obj, kc_err *err)
     json_t *live = live_of(c, k, obj);
     int wrote = 0;
     kc_code rc = KC_OK;
+    if (!live && k->inf &&
+        kc_informer_has(k->inf, k->res.namespaced ? c->ns : NULL,
+                        str_at(obj, "metadata", "name"))) {
+        /* Cached but could not be read: creating it would only be refused, and an update due
+         * would be missed. */
+        kc_err_set(err, KC_ENOMEM, "out of memory reading %s %s from the cache", k->kind,
+                   str_at(obj, "metadata", "name"));
+        return -1;
+    }
     if (!live) {
         rc = kc_create(c->api, &k->res, ns, obj, NULL, err);
         if (rc == KC_EALREADYEXISTS) /* the cache is behind: the watch will bring it */
@@ -135,8 +153,9 @@ static int apply_one(op_controller *c, op_kind *k, json_t *obj, kc_err *err)
 }
 
 /* Deletes every object we own that is not in `keep` (set of "Kind/name"); with keep NULL,
- * everything we own. Returns how many objects remain to be deleted (still in the caches). */
-static size_t delete_stale(op_controller *c, const json_t *keep)
+ * everything we own. Returns how many objects remain to be deleted (still in the caches); *failed
+ * is set when a delete (or listing a cache) failed. */
+static size_t delete_stale(op_controller *c, const json_t *keep, bool *failed)
 {
     size_t left = 0;
     for (size_t i = 0; i < c->n_kinds; i++) {
@@ -144,6 +163,11 @@ static size_t delete_stale(op_controller *c, const json_t *keep)
         if (!k->inf)
             continue;
         json_t *items = kc_informer_list(k->inf);
+        if (!items) {
+            *failed = true;
+            left++; /* unknown: keep the finalizer */
+            continue;
+        }
         size_t j;
         const json_t *o;
         json_array_foreach(items, j, o)
@@ -159,10 +183,12 @@ static size_t delete_stale(op_controller *c, const json_t *keep)
             kc_err err;
             kc_code rc = kc_delete(c->api, &k->res, k->res.namespaced ? c->ns : NULL, name,
                                    KC_PROPAGATE_BACKGROUND, NULL, &err);
-            if (rc == KC_OK)
+            if (rc == KC_OK) {
                 kc_info("deleted", "kind=%s name=%s", k->kind, name);
-            else if (rc != KC_ENOTFOUND)
+            } else if (rc != KC_ENOTFOUND) {
                 kc_warn("delete failed", "kind=%s name=%s err=\"%s\"", k->kind, name, err.msg);
+                *failed = true;
+            }
         }
         json_decref(items);
     }
@@ -172,8 +198,8 @@ static size_t delete_stale(op_controller *c, const json_t *keep)
 /* Removes the labels the operator added from every node; returns the nodes still carrying some. */
 static size_t unlabel_nodes(op_controller *c)
 {
-    size_t left = 0;
     json_t *nodes = kc_informer_list(c->nodes);
+    size_t left = nodes ? 0 : 1; /* a cache that cannot be listed: not done */
     size_t i;
     const json_t *n;
     json_array_foreach(nodes, i, n)
@@ -183,6 +209,12 @@ static size_t unlabel_nodes(op_controller *c)
             json_object_get(json_object_get(n, "metadata"), "annotations"), OP_MIG_DEFAULT_ANN));
         json_t *patch = json_object();
         json_t *ann = json_object();
+        if (!patch || !ann) {
+            left++;
+            json_decref(patch);
+            json_decref(ann);
+            continue;
+        }
         if (mig_default) {
             /* The MIG config the operator set as the default goes; one a user set stays. */
             const char *cur = json_string_value(json_object_get(labels, "nvidia.com/mig.config"));
@@ -207,8 +239,11 @@ static size_t unlabel_nodes(op_controller *c)
             json_t *body =
                 json_pack("{s:{s:O, s:O}}", "metadata", "labels", patch, "annotations", ann);
             kc_err err;
-            if (kc_patch(c->api, &KC_RES_NODES, NULL, str_at(n, "metadata", "name"), KC_PATCH_MERGE,
-                         body, NULL, NULL, &err) != KC_OK)
+            if (!body)
+                kc_warn("cannot remove node labels", "node=%s err=\"out of memory\"",
+                        str_at(n, "metadata", "name"));
+            else if (kc_patch(c->api, &KC_RES_NODES, NULL, str_at(n, "metadata", "name"),
+                              KC_PATCH_MERGE, body, NULL, NULL, &err) != KC_OK)
                 kc_warn("cannot remove node labels", "node=%s err=\"%s\"",
                         str_at(n, "metadata", "name"), err.msg);
             json_decref(body);
@@ -223,8 +258,8 @@ static size_t unlabel_nodes(op_controller *c)
 /* Validation pods are owned by the ClusterPolicy; they go with the rest on deletion. */
 static size_t delete_validation_pods(op_controller *c)
 {
-    size_t left = 0;
     json_t *pods = kc_informer_list(c->pods);
+    size_t left = pods ? 0 : 1; /* a cache that cannot be listed: not done */
     size_t i;
     const json_t *p;
     json_array_foreach(pods, i, p)
@@ -249,57 +284,72 @@ static void set_active(op_controller *c, const json_t *obj)
     pthread_mutex_unlock(&c->mu);
 }
 
+static bool queue_node_key(const char *name, const json_t *n, void *ud)
+{
+    (void)n;
+    char key[300];
+    snprintf(key, sizeof(key), OP_NODE_PREFIX "%s", name);
+    kc_workqueue_add(((op_controller *)ud)->q, key);
+    return true;
+}
+
 /* Queues every node (the spec changed what gating wants). */
 static void fan_out_nodes(op_controller *c)
 {
-    json_t *nodes = kc_informer_list(c->nodes);
-    size_t i;
-    const json_t *n;
-    json_array_foreach(nodes, i, n)
-    {
-        char key[300];
-        snprintf(key, sizeof(key), OP_NODE_PREFIX "%s", str_at(n, "metadata", "name"));
-        kc_workqueue_add(c->q, key);
+    kc_informer_foreach(c->nodes, queue_node_key, c);
+}
+
+typedef struct os_count {
+    kc_map *count;
+    size_t best;
+    char *out;
+    size_t size;
+} os_count;
+
+static bool count_os(const char *key, const json_t *n, void *ud)
+{
+    (void)key;
+    os_count *oc = ud;
+    const json_t *l = json_object_get(json_object_get(n, "metadata"), "labels");
+    const char *id =
+        json_string_value(json_object_get(l, "feature.node.kubernetes.io/system-os_release.ID"));
+    const char *ver = json_string_value(
+        json_object_get(l, "feature.node.kubernetes.io/system-os_release.VERSION_ID"));
+    if (!id || !ver || !op_node_is_gpu(n))
+        return true;
+    char os[64];
+    snprintf(os, sizeof(os), "%s%s", id, ver);
+    size_t k = (size_t)(uintptr_t)kc_map_get(oc->count, os) + 1;
+    kc_map_put(oc->count, os, (void *)(uintptr_t)k, NULL);
+    if (k > oc->best || (k == oc->best && strcmp(os, oc->out) < 0)) {
+        oc->best = k;
+        snprintf(oc->out, oc->size, "%s", os);
     }
-    json_decref(nodes);
+    return true;
 }
 
 /* The OS most GPU nodes run, as NVIDIA tags driver images ("ubuntu22.04"), from NFD's
  * system-os_release labels; "" when no GPU node says. */
 static void nodes_os(op_controller *c, char *out, size_t size)
 {
-    kc_map *count = kc_map_new();
-    json_t *nodes = kc_informer_list(c->nodes);
-    size_t i, best = 0;
-    const json_t *n;
+    os_count oc = {kc_map_new(), 0, out, size};
     out[0] = '\0';
-    json_array_foreach(nodes, i, n)
-    {
-        const json_t *l = json_object_get(json_object_get(n, "metadata"), "labels");
-        const char *id = json_string_value(
-            json_object_get(l, "feature.node.kubernetes.io/system-os_release.ID"));
-        const char *ver = json_string_value(
-            json_object_get(l, "feature.node.kubernetes.io/system-os_release.VERSION_ID"));
-        if (!id || !ver || !op_node_is_gpu(n) || !count)
-            continue;
-        char os[64];
-        snprintf(os, sizeof(os), "%s%s", id, ver);
-        size_t k = (size_t)(uintptr_t)kc_map_get(count, os) + 1;
-        kc_map_put(count, os, (void *)(uintptr_t)k, NULL);
-        if (k > best || (k == best && strcmp(os, out) < 0)) {
-            best = k;
-            snprintf(out, size, "%s", os);
-        }
-    }
-    json_decref(nodes);
-    kc_map_free(count, NULL);
+    if (oc.count)
+        kc_informer_foreach(c->nodes, count_os, &oc);
+    kc_map_free(oc.count, NULL);
 }
 
 long op_reconcile_policy(op_controller *c)
 {
     json_t *all = kc_informer_list(c->policies);
-    const json_t *active = op_policy_active(all);
     long again = -1;
+    if (!all) {
+        /* Not "no ClusterPolicy": the list could not be made. */
+        kc_warn("cannot list the ClusterPolicies from the cache; retrying",
+                "err=\"out of memory\"");
+        return 1000;
+    }
+    const json_t *active = op_policy_active(all);
     if (!active) {
         set_active(c, NULL);
         kc_workqueue_add(c->q, OP_KEY_STATUS);
@@ -315,7 +365,8 @@ long op_reconcile_policy(op_controller *c)
         if (!has_finalizer(active))
             goto out;
         set_active(c, NULL);
-        size_t left = delete_stale(c, NULL) + unlabel_nodes(c) + delete_validation_pods(c);
+        bool failed = false;
+        size_t left = delete_stale(c, NULL, &failed) + unlabel_nodes(c) + delete_validation_pods(c);
         if (left) {
             kc_info("ClusterPolicy deleted: removing operands and node labels", "name=%s left=%zu",
                     name, left);
@@ -353,13 +404,21 @@ long op_reconcile_policy(op_controller *c)
     json_t *keep = json_object();
     json_t *ds_by_state = json_object();
     char rerr[512] = "";
-    for (size_t s = 0; s < n_states; s++) {
+    /* Out of memory is no error of the spec: nothing is applied, nothing reported, and the
+     * reconcile is retried. */
+    bool transient = !owner || !rendered || !keep || !ds_by_state;
+    for (size_t s = 0; s < n_states && !transient; s++) {
         json_t *objs = NULL;
         if (op_render_state(c->o.states, s, &ctx, &objs, &err) != KC_OK) {
-            snprintf(rerr, sizeof(rerr), "%s: %s", op_states_name(c->o.states, s), err.msg);
+            if (err.code == KC_ENOMEM)
+                transient = true;
+            else
+                snprintf(rerr, sizeof(rerr), "%s: %s", op_states_name(c->o.states, s), err.msg);
             break;
         }
         json_t *dsn = json_array();
+        if (!dsn)
+            transient = true;
         size_t j;
         json_t *o;
         json_array_foreach(objs, j, o)
@@ -367,15 +426,21 @@ long op_reconcile_policy(op_controller *c)
             char id[400];
             snprintf(id, sizeof(id), "%s/%s", str_at(o, "kind", NULL),
                      str_at(o, "metadata", "name"));
-            json_object_set_new(keep, id, json_true());
-            json_array_append(rendered, o);
-            if (!strcmp(str_at(o, "kind", NULL) ?: "", "DaemonSet"))
-                json_array_append_new(dsn, json_string(str_at(o, "metadata", "name")));
+            if (json_object_set_new(keep, id, json_true()) || json_array_append(rendered, o) ||
+                (!strcmp(str_at(o, "kind", NULL) ?: "", "DaemonSet") &&
+                 json_array_append_new(dsn, json_string(str_at(o, "metadata", "name")))))
+                transient = true;
         }
-        json_object_set_new(ds_by_state, op_states_name(c->o.states, s), dsn);
+        if (json_object_set_new(ds_by_state, op_states_name(c->o.states, s), dsn))
+            transient = true;
         json_decref(objs);
     }
     json_decref(owner);
+    if (transient) {
+        kc_warn("cannot render the ClusterPolicy; retrying", "name=%s err=\"out of memory\"", name);
+        again = 1000;
+        goto rendered_out;
+    }
     pthread_mutex_lock(&c->mu);
     bool was_error = c->render_error[0] != 0;
     snprintf(c->render_error, sizeof(c->render_error), "%s", rerr);
@@ -386,6 +451,7 @@ long op_reconcile_policy(op_controller *c)
     bool spec_changed = !json_equal(c->last_spec, json_object_get(active, "spec"));
     if (spec_changed) {
         json_decref(c->last_spec);
+        /* NULL when out of memory: the next reconcile fans out again. */
         c->last_spec = json_deep_copy(json_object_get(active, "spec"));
     }
     pthread_mutex_unlock(&c->mu);
@@ -415,7 +481,7 @@ long op_reconcile_policy(op_controller *c)
                 wrote += (size_t)w;
             }
         }
-        delete_stale(c, keep);
+        delete_stale(c, keep, &failed);
         if (wrote)
             kc_debug("policy applied", "writes=%zu", wrote);
         if (failed)
@@ -423,6 +489,7 @@ long op_reconcile_policy(op_controller *c)
         if (spec_changed)
             fan_out_nodes(c);
     }
+rendered_out:
     json_decref(rendered);
     json_decref(keep);
     json_decref(ds_by_state);

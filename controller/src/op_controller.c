@@ -2,6 +2,7 @@
  * "policy" (render and apply), "node/<name>" (gating) and "status"; workers reconcile them. */
 #include "op_controller_int.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,26 +137,38 @@ json_t *op_node_pods(op_controller *c, const char *node)
     size_t n = 0;
     pthread_mutex_lock(&c->mu);
     kc_map *set = kc_map_get(c->pods_by_node, node);
-    if (set && (keys = calloc(kc_map_size(set) + 1, sizeof(*keys)))) {
+    bool oom = !out || (set && !(keys = calloc(kc_map_size(set) + 1, sizeof(*keys))));
+    if (keys) {
         size_t pos = 0;
         const char *k;
         while (kc_map_next(set, &pos, &k, NULL))
-            keys[n++] = strdup(k);
+            if (!(keys[n++] = strdup(k)))
+                oom = true;
     }
     pthread_mutex_unlock(&c->mu);
+    if (oom) { /* NULL rather than a list missing pods */
+        for (size_t i = 0; i < n; i++)
+            free(keys[i]);
+        free(keys);
+        json_decref(out);
+        return NULL;
+    }
     for (size_t i = 0; i < n; i++) {
         char *slash = keys[i] ? strchr(keys[i], '/') : NULL;
         if (slash) {
             *slash = '\0';
             json_t *p = kc_informer_get(c->pods, keys[i], slash + 1);
-            if (p && out)
-                json_array_append_new(out, p);
-            else
-                json_decref(p);
+            if (p ? json_array_append_new(out, p) != 0
+                  : kc_informer_has(c->pods, keys[i], slash + 1))
+                oom = true; /* not a pod deleted meanwhile */
         }
         free(keys[i]);
     }
     free(keys);
+    if (oom) {
+        json_decref(out);
+        return NULL;
+    }
     return out;
 }
 
@@ -172,6 +185,13 @@ static void queue_node(op_controller *c, const json_t *node)
     kc_workqueue_add(c->q, key);
 }
 
+static bool queue_node_cb(const char *key, const json_t *node, void *ud)
+{
+    (void)key;
+    queue_node(ud, node);
+    return true;
+}
+
 static void on_policy(kc_informer *i, const json_t *o, void *ud)
 {
     (void)i;
@@ -183,7 +203,7 @@ static void on_policy_upd(kc_informer *i, const json_t *a, const json_t *b, void
     (void)a;
     on_policy(i, b, ud);
 }
-static void on_node_add(kc_informer *i, const json_t *o, void *ud)
+static void node_added(kc_informer *i, const json_t *o, void *ud)
 {
     (void)i;
     op_controller *c = ud;
@@ -192,15 +212,28 @@ static void on_node_add(kc_informer *i, const json_t *o, void *ud)
     /* The driver image follows the GPU nodes' OS. */
     kc_workqueue_add_after(c->q, OP_KEY_POLICY, 200);
 }
+/* The node handlers also count the GPU nodes, which the status compares with the nodes
+ * reconciled (counting them from the cache would decode every node). */
+static void on_node_add(kc_informer *i, const json_t *o, void *ud)
+{
+    if (op_node_is_gpu(o))
+        atomic_fetch_add(&((op_controller *)ud)->gpu_nodes, 1);
+    node_added(i, o, ud);
+}
 static void on_node_upd(kc_informer *i, const json_t *a, const json_t *b, void *ud)
 {
     (void)i;
-    (void)a;
-    queue_node(ud, b);
+    op_controller *c = ud;
+    long d = (long)op_node_is_gpu(b) - (long)op_node_is_gpu(a);
+    if (d)
+        atomic_fetch_add(&c->gpu_nodes, d);
+    queue_node(c, b);
 }
 static void on_node_del(kc_informer *i, const json_t *o, void *ud)
 {
-    on_node_add(i, o, ud);
+    if (op_node_is_gpu(o))
+        atomic_fetch_sub(&((op_controller *)ud)->gpu_nodes, 1);
+    node_added(i, o, ud);
 }
 static void on_pod_add(kc_informer *i, const json_t *o, void *ud)
 {
@@ -249,13 +282,8 @@ static void on_owned_upd(kc_informer *i, const json_t *a, const json_t *b, void 
         json_integer_value(json_object_get(json_object_get(a, "metadata"), "generation"));
     json_int_t gb =
         json_integer_value(json_object_get(json_object_get(b, "metadata"), "generation"));
-    if (name && ga != gb && !strcmp(name, op_stage_daemonset(OP_STAGE_DRIVER))) {
-        json_t *nodes = kc_informer_list(c->nodes);
-        size_t k;
-        const json_t *n;
-        json_array_foreach(nodes, k, n) queue_node(c, n);
-        json_decref(nodes);
-    }
+    if (name && ga != gb && !strcmp(name, op_stage_daemonset(OP_STAGE_DRIVER)))
+        kc_informer_foreach(c->nodes, queue_node_cb, c);
 }
 
 /* Copies the entries of obj whose key passes keep (new object; NULL when obj is NULL). */
@@ -297,10 +325,14 @@ static json_t *ctr_status(const json_t *cs)
     const json_t *st = json_object_get(cs, "state");
     const json_t *w = json_object_get(st, "waiting"), *t = json_object_get(st, "terminated");
     const json_t *lt = json_object_get(json_object_get(cs, "lastState"), "terminated");
-    json_t *out =
-        json_pack("{s:O*, s:{}, s:{}}", "name", json_object_get(cs, "name"), "state", "lastState");
+    /* state and lastState only when they say something: most containers run. */
+    json_t *out = json_pack("{s:O*}", "name", json_object_get(cs, "name"));
     if (!out)
         return NULL;
+    if (w || t)
+        json_object_set_new(out, "state", json_object());
+    if (lt)
+        json_object_set_new(out, "lastState", json_object());
     if (w)
         json_object_set_new(json_object_get(out, "state"), "waiting",
                             json_pack("{s:O*, s:O*}", "reason", json_object_get(w, "reason"),
@@ -349,7 +381,7 @@ static json_t *pod_transform(json_t *obj, const kc_resource *res, void *ud)
     }
     json_t *out =
         json_pack("{s:s, s:s, s:{s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:o*, s:o*}, s:{s:O*}, "
-                  "s:{s:O*, s:o*, s:o*, s:o*}}",
+                  "s:{s:O*, s:O*, s:O*, s:o*, s:o*, s:o*}}",
                   "apiVersion", "v1", "kind", "Pod", "metadata", "name", json_object_get(m, "name"),
                   "namespace", json_object_get(m, "namespace"), "uid", json_object_get(m, "uid"),
                   "resourceVersion", json_object_get(m, "resourceVersion"), "creationTimestamp",
@@ -358,7 +390,8 @@ static json_t *pod_transform(json_t *obj, const kc_resource *res, void *ud)
                   filtered(json_object_get(m, "labels"), pod_label_kept), "annotations",
                   filtered(json_object_get(m, "annotations"), own_annotation), "spec", "nodeName",
                   json_object_get(json_object_get(obj, "spec"), "nodeName"), "status", "phase",
-                  json_object_get(st, "phase"), "conditions", ready, "containerStatuses",
+                  json_object_get(st, "phase"), "reason", json_object_get(st, "reason"), "message",
+                  json_object_get(st, "message"), "conditions", ready, "containerStatuses",
                   ctr_statuses(json_object_get(st, "containerStatuses")), "initContainerStatuses",
                   ctr_statuses(json_object_get(st, "initContainerStatuses")));
     json_decref(obj);
@@ -455,9 +488,18 @@ static void on_tick(uv_timer_t *t)
             break;
         }
     kc_workqueue_add(c->q, OP_KEY_POLICY);
+    malloc_trim(0); /* the list pages are parsed and gone */
     kc_info("caches synced; reconciling", "workers=%d nodes=%zu", c->n_workers,
             kc_informer_count(c->nodes));
     uv_timer_stop(t);
+}
+
+/* glibc keeps freed memory in its arenas; a list burst or a rollout would otherwise stay in
+ * the RSS for good. Trimming takes a millisecond or so. */
+static void on_trim(uv_timer_t *t)
+{
+    (void)t;
+    malloc_trim(0);
 }
 
 static void on_stop(uv_async_t *a)
@@ -504,7 +546,7 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
         return kc_err_set(err, KC_ENOMEM, "out of memory");
     c->o = *opts;
     c->ns = strdup(opts->ns);
-    c->n_workers = opts->workers > 0 ? opts->workers : 2;
+    c->n_workers = opts->workers > 0 ? opts->workers : OP_DEFAULT_WORKERS;
     c->workers = calloc((size_t)c->n_workers, sizeof(*c->workers));
     c->results = kc_map_new();
     c->event_at = kc_map_new();
@@ -515,6 +557,7 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     pthread_mutex_init(&c->mu, NULL);
     atomic_init(&c->synced, false);
     atomic_init(&c->running, false);
+    atomic_init(&c->gpu_nodes, 0);
     kc_code rc = KC_OK;
     if (!c->ns || !c->workers || !c->results || !c->event_at || !c->admitted || !c->pods_by_node ||
         !c->ds_by_state || !c->kinds) {
@@ -551,7 +594,9 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     }
     /* Events about cluster-scoped objects (Nodes, the ClusterPolicy) must live in "default": the
      * API server refuses an involvedObject without namespace in any other namespace. */
-    kc_event_recorder_opts eo = {.component = "gpu-operator", .default_namespace = "default"};
+    /* Events are written by the recorder's own thread: a worker never waits for one. */
+    kc_event_recorder_opts eo = {
+        .component = "gpu-operator", .default_namespace = "default", .queue_size = 4096};
     if ((rc = kc_event_recorder_new(c->api, &eo, &c->events, err)) != KC_OK)
         goto fail;
     *out = c;
@@ -567,17 +612,29 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
     uv_loop_init(&c->loop);
     uv_async_init(&c->loop, &c->stop_async, on_stop);
     atomic_store(&c->running, true);
+    atomic_store(&c->gpu_nodes, 0); /* the new node cache's handlers count them again */
     uv_timer_init(&c->loop, &c->tick);
     c->tick.data = c;
+    uv_timer_init(&c->loop, &c->trim);
+    uv_timer_start(&c->trim, on_trim, 10000, 10000);
     if ((rc = kc_client_attach_loop(c->watch, &c->loop, err)) != KC_OK)
         goto out;
     kc_informer_handlers ph = {on_policy, on_policy_upd, on_policy, c};
     kc_informer_handlers nh = {on_node_add, on_node_upd, on_node_del, c};
     kc_informer_handlers podh = {on_pod_add, on_pod_upd, on_pod_del, c};
     kc_informer_handlers oh = {on_owned, on_owned_upd, on_owned, c};
-    kc_informer_opts no = {.transform = node_transform, .name = "nodes"};
+    /* Nodes and pods are the caches that grow with the fleet: they keep compact JSON text (one
+     * allocation per object instead of one per value) and list in pages of 100 (a page's parse
+     * tree is the operator's peak memory at sync). */
+    kc_informer_opts no = {.transform = node_transform,
+                           .name = "nodes",
+                           .codec = &kc_informer_json_text_codec,
+                           .page_size = 100};
     kc_informer_opts owned = {.label_selector = OP_MANAGED_LABEL "=" OP_MANAGED_VALUE};
-    kc_informer_opts po = {.transform = pod_transform, .name = "pods"};
+    kc_informer_opts po = {.transform = pod_transform,
+                           .name = "pods",
+                           .codec = &kc_informer_json_text_codec,
+                           .page_size = 100};
     if ((rc = kc_informer_new(c->watch, &c->loop, &KC_RES_CLUSTERPOLICIES, NULL, &ph, NULL,
                               &c->policies, err)) != KC_OK ||
         (rc = kc_informer_new(c->watch, &c->loop, &KC_RES_NODES, NULL, &nh, &no, &c->nodes, err)) !=
@@ -629,6 +686,7 @@ out:
     atomic_store(&c->running, false);
     uv_close((uv_handle_t *)&c->stop_async, NULL);
     uv_close((uv_handle_t *)&c->tick, NULL);
+    uv_close((uv_handle_t *)&c->trim, NULL);
     uv_run(&c->loop, UV_RUN_DEFAULT);
     uv_loop_close(&c->loop);
     return rc;

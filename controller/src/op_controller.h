@@ -13,13 +13,16 @@
 
 typedef struct op_controller op_controller;
 
+/* Reconciles mostly wait on API writes; this many run at once by default. */
+#define OP_DEFAULT_WORKERS 8
+
 typedef struct op_controller_opts {
     const kc_config *config;    /* API server (copied by the clients) */
     const char *ns;             /* the operator's namespace (OPERATOR_NAMESPACE) */
     const op_states *states;    /* loaded manifests (borrowed; outlive the controller) */
     const char *operator_image; /* validator fallback image (may be NULL) */
     kc_registry *metrics;       /* where the gpu_operator_* metrics go (borrowed, may be NULL) */
-    int workers;                /* reconcile threads; 0 → 2 */
+    int workers;                /* reconcile threads; 0 → OP_DEFAULT_WORKERS */
     double qps;                 /* API client rate limit; 0 → 500 (burst twice that) */
     const char *identity; /* this replica (user agent "gpu-operator@<identity>/..."); NULL: none */
     long validation_backoff_ms; /* first retry delay of a failed validation; 0 → 5000 */

@@ -40,6 +40,7 @@ struct op_controller {
     uv_loop_t loop;
     uv_async_t stop_async;
     uv_timer_t tick;
+    uv_timer_t trim; /* returns freed heap to the system now and then */
     kc_informer *policies, *nodes, *pods, *daemonsets;
     op_kind *kinds;
     size_t n_kinds;
@@ -48,7 +49,8 @@ struct op_controller {
     int n_workers;
     bool workers_started;
     atomic_bool synced;
-    atomic_bool running; /* the loop and its stop handle exist */
+    atomic_bool running;   /* the loop and its stop handle exist */
+    atomic_long gpu_nodes; /* GPU nodes in the node cache (kept by the node handlers) */
     kc_event_recorder *events;
 
     pthread_mutex_t mu; /* guards everything below */
@@ -77,7 +79,8 @@ op_kind *op_kind_find(op_controller *c, const char *api_version, const char *kin
 /* ---- op_nodes.c: the node reconciler ---- */
 /* *wrote tells whether the reconcile wrote to the API server (labels, pods). */
 long op_reconcile_node(op_controller *c, const char *name, bool *wrote);
-/* Pods of the operator's namespace on a node (new array of new references). */
+/* Pods of the operator's namespace on a node (new array of new references; NULL when out of
+ * memory). */
 json_t *op_node_pods(op_controller *c, const char *node);
 
 /* ---- op_status.c: the status reconciler ---- */

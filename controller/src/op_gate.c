@@ -100,12 +100,13 @@ void op_gate_out_clear(op_gate_out *out)
 }
 
 /* Sets label key to val (NULL removes) in the patch when it differs from the node's. */
-static void want_label(const json_t *node, json_t *patch, const char *key, const char *val)
+static void want_label(const json_t *node, op_gate_out *out, const char *key, const char *val)
 {
     const char *cur = node_label(node, key);
     if ((!cur && !val) || (cur && val && strcmp(cur, val) == 0))
         return;
-    json_object_set_new(patch, key, val ? json_string(val) : json_null());
+    if (json_object_set_new(out->labels, key, val ? json_string(val) : json_null()))
+        out->oom = true; /* a patch missing a label must not be written */
 }
 
 /* A deploy label the operator may turn "true": absent, "true" or "false" (never a pause another
@@ -115,10 +116,10 @@ static bool ours(const char *cur)
     return !cur || strcmp(cur, "true") == 0 || strcmp(cur, "false") == 0;
 }
 
-static void deploy(const json_t *node, json_t *patch, const char *key, const char *val)
+static void deploy(const json_t *node, op_gate_out *out, const char *key, const char *val)
 {
     if (ours(node_label(node, key)))
-        want_label(node, patch, key, val);
+        want_label(node, out, key, val);
 }
 
 static uint64_t fnv1a(const char *a, const char *b, const char *c)
@@ -177,6 +178,15 @@ static void failure_reason(const json_t *pod, char *buf, size_t size)
         json_array_get(json_object_get(json_object_get(pod, "status"), "containerStatuses"), 0);
     const json_t *t = json_object_get(json_object_get(cs, "state"), "terminated");
     const char *msg = str_at(t, "message", NULL);
+    if (!t) {
+        /* No container ran: the kubelet refused the pod (e.g. OutOfnvidia.com/gpu). */
+        const json_t *st = json_object_get(pod, "status");
+        const char *why = str_at(st, "message", NULL);
+        snprintf(buf, size, "the pod was refused: %s%s%.300s",
+                 str_at(st, "reason", NULL) ? str_at(st, "reason", NULL) : "no container ran",
+                 why ? ": " : "", why ? why : "");
+        return;
+    }
     snprintf(buf, size, "exit code %lld",
              (long long)json_integer_value(json_object_get(t, "exitCode")));
     if (!msg)
@@ -235,6 +245,33 @@ static bool operand_failing(const json_t *pod, const char *ds, char *why, size_t
     return false;
 }
 
+#define DRIVER_ROOT "/run/nvidia/driver"
+
+/* Gives the driver stage's validation container (borrowed from pod) what it needs on a real node:
+ * privileged, the driver root mounted read-only, GPU_VALIDATOR_DRIVER_ROOT. Non-zero when out of
+ * memory. */
+static int driver_root_access(json_t *pod, json_t *ctr)
+{
+    json_t *env = json_object_get(ctr, "env");
+    if (!env) {
+        env = json_array();
+        if (!env || json_object_set_new(ctr, "env", env))
+            return -1;
+    }
+    return json_object_set_new(
+               ctr, "securityContext",
+               json_pack("{s:b, s:b}", "privileged", 1, "readOnlyRootFilesystem", 1)) ||
+           json_array_append_new(env, json_pack("{s:s, s:s}", "name", "GPU_VALIDATOR_DRIVER_ROOT",
+                                                "value", DRIVER_ROOT)) ||
+           json_object_set_new(ctr, "volumeMounts",
+                               json_pack("[{s:s, s:s, s:b, s:s}]", "name", "driver-root",
+                                         "mountPath", DRIVER_ROOT, "readOnly", 1,
+                                         "mountPropagation", "HostToContainer")) ||
+           json_object_set_new(json_object_get(pod, "spec"), "volumes",
+                               json_pack("[{s:s, s:{s:s, s:s}}]", "name", "driver-root", "hostPath",
+                                         "path", DRIVER_ROOT, "type", "DirectoryOrCreate"));
+}
+
 static json_t *validation_pod(const op_gate_policy *pol, const json_t *node, op_stage s,
                               const char *key, const char *res, int attempt)
 {
@@ -256,10 +293,14 @@ static json_t *validation_pod(const op_gate_policy *pol, const json_t *node, op_
                             "command", "gpu-validator", "args", "--mode", stage_modes[s],
                             "securityContext", "allowPrivilegeEscalation", 0,
                             "readOnlyRootFilesystem", 1, "capabilities", "drop", "ALL");
-    if (res)
-        json_object_set_new(ctr, "resources", json_pack("{s:{s:s}}", "limits", res, "1"));
-    if (json_is_array(pol->validator_env[s]) && json_array_size(pol->validator_env[s]))
-        json_object_set_new(ctr, "env", json_deep_copy(pol->validator_env[s]));
+    if (!ctr ||
+        (res &&
+         json_object_set_new(ctr, "resources", json_pack("{s:{s:s}}", "limits", res, "1"))) ||
+        (json_is_array(pol->validator_env[s]) && json_array_size(pol->validator_env[s]) &&
+         json_object_set_new(ctr, "env", json_deep_copy(pol->validator_env[s])))) {
+        json_decref(ctr);
+        return NULL; /* out of memory: no pod rather than one missing its limits */
+    }
     json_t *pod = json_pack(
         "{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s, s:s, s:s}, s:{s:s, s:s, s:s}}, "
         "s:{s:s, s:s, s:[{s:s}], s:[o], s:b}}",
@@ -271,12 +312,21 @@ static json_t *validation_pod(const op_gate_policy *pol, const json_t *node, op_
         "containers", ctr, "automountServiceAccountToken", 0);
     if (!pod)
         return NULL;
-    if (pol->owner)
-        json_object_set_new(json_object_get(pod, "metadata"), "ownerReferences",
-                            json_pack("[O]", pol->owner));
-    if (s != OP_STAGE_DRIVER && pol->runtime_class && *pol->runtime_class)
-        json_object_set_new(json_object_get(pod, "spec"), "runtimeClassName",
-                            json_string(pol->runtime_class));
+    /* The driver stage runs before the toolkit: outside the nvidia runtime, the validator reaches
+     * the GPUs through the host's device nodes (privileged) and loads NVML from the driver
+     * container's root, which the driver publishes at /run/nvidia/driver on the host. */
+    if (s == OP_STAGE_DRIVER && driver_root_access(pod, ctr)) {
+        json_decref(pod);
+        return NULL;
+    }
+    if ((pol->owner && json_object_set_new(json_object_get(pod, "metadata"), "ownerReferences",
+                                           json_pack("[O]", pol->owner))) ||
+        (s != OP_STAGE_DRIVER && pol->runtime_class && *pol->runtime_class &&
+         json_object_set_new(json_object_get(pod, "spec"), "runtimeClassName",
+                             json_string(pol->runtime_class)))) {
+        json_decref(pod);
+        return NULL;
+    }
     return pod;
 }
 
@@ -315,8 +365,9 @@ static int validate(const op_gate_policy *pol, const op_gate_in *in, op_stage s,
             keep[li] = true;
         const char *phase = latest ? str_at(latest, "status", "phase") : NULL;
         if (!latest) {
-            json_array_append_new(out->create,
-                                  validation_pod(pol, node, s, key, n_res ? r : NULL, 0));
+            if (json_array_append_new(out->create,
+                                      validation_pod(pol, node, s, key, n_res ? r : NULL, 0)))
+                out->oom = true;
             all_ok = all_ok > 0 ? 0 : all_ok;
             snprintf(out->reason, sizeof(out->reason), "validating %s", stage_names[s]);
         } else if (phase && strcmp(phase, "Succeeded") == 0) {
@@ -339,11 +390,18 @@ static int validate(const op_gate_policy *pol, const op_gate_in *in, op_stage s,
                 json_object_get(json_object_get(latest, "status"), "containerStatuses"), 0);
             long long fin = rfc3339_ms(str_at(
                 json_object_get(json_object_get(cs, "state"), "terminated"), "finishedAt", NULL));
-            long long due = (fin > 0 ? fin : (long long)in->now_ms) + delay;
+            /* A pod the kubelet refused (e.g. the GPUs were not allocatable yet) has no
+             * container that terminated: its creation starts the backoff. Counting from now
+             * would put the retry forever one delay away. */
+            if (fin <= 0)
+                fin = rfc3339_ms(
+                    str_at(json_object_get(latest, "metadata"), "creationTimestamp", NULL));
+            long long due = (fin > 0 ? fin : (long long)in->now_ms - delay) + delay;
             if ((long long)in->now_ms >= due) {
-                json_array_append_new(
-                    out->create,
-                    validation_pod(pol, node, s, key, n_res ? r : NULL, latest_att + 1));
+                if (json_array_append_new(
+                        out->create,
+                        validation_pod(pol, node, s, key, n_res ? r : NULL, latest_att + 1)))
+                    out->oom = true;
             } else {
                 long wait = (long)(due - (long long)in->now_ms);
                 if (out->requeue_ms < 0 || wait < out->requeue_ms)
@@ -361,13 +419,15 @@ static int validate(const op_gate_policy *pol, const op_gate_in *in, op_stage s,
     for (int p = 0; p < si->n_val && p < 8; p++) {
         if (keep[p])
             continue;
-        json_array_append_new(out->remove,
-                              json_string(str_at(si->val_pods[p], "metadata", "name")));
+        if (json_array_append_new(out->remove,
+                                  json_string(str_at(si->val_pods[p], "metadata", "name"))))
+            out->oom = true;
     }
     return all_ok;
 }
 
-kc_code op_gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gate_out *out, kc_err *err)
+static kc_code gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gate_out *out,
+                         kc_err *err)
 {
     memset(out, 0, sizeof(*out));
     out->labels = json_object();
@@ -385,24 +445,23 @@ kc_code op_gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gate_ou
         out->phase = OP_NODE_NOT_GPU;
         /* A node that lost its GPU labels keeps nothing of ours. */
         if (node_label(node, "nvidia.com/gpu.present"))
-            want_label(node, out->labels, "nvidia.com/gpu.present", "false");
+            want_label(node, out, "nvidia.com/gpu.present", "false");
         for (int s = 0; s < OP_STAGE_COUNT; s++)
             if (node_label(node, stage_labels[s]) && ours(node_label(node, stage_labels[s])))
-                want_label(node, out->labels, stage_labels[s], NULL);
+                want_label(node, out, stage_labels[s], NULL);
         for (int i = 0; op_follower_labels[i]; i++)
             if (ours(node_label(node, op_follower_labels[i])))
-                want_label(node, out->labels, op_follower_labels[i], NULL);
+                want_label(node, out, op_follower_labels[i], NULL);
         return KC_OK;
     }
-    want_label(node, out->labels, "nvidia.com/gpu.present", "true");
+    want_label(node, out, "nvidia.com/gpu.present", "true");
     const char *optout = node_label(node, "nvidia.com/gpu.deploy.operands");
     if (optout && strcmp(optout, "false") == 0) {
         out->phase = OP_NODE_OPTED_OUT;
         for (int s = 0; s < OP_STAGE_COUNT; s++)
-            deploy(node, out->labels, stage_labels[s],
-                   node_label(node, stage_labels[s]) ? "false" : NULL);
+            deploy(node, out, stage_labels[s], node_label(node, stage_labels[s]) ? "false" : NULL);
         for (int i = 0; op_follower_labels[i]; i++)
-            deploy(node, out->labels, op_follower_labels[i],
+            deploy(node, out, op_follower_labels[i],
                    node_label(node, op_follower_labels[i]) ? "false" : NULL);
         snprintf(out->reason, sizeof(out->reason),
                  "opted out (nvidia.com/gpu.deploy.operands=false)");
@@ -412,8 +471,10 @@ kc_code op_gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gate_ou
                         strcmp(node_label(node, "nvidia.com/mig.capable"), "true") == 0);
     if (mig_capable && pol->enabled[OP_STAGE_MIG] && pol->mig_default && *pol->mig_default &&
         !node_label(node, "nvidia.com/mig.config")) {
-        want_label(node, out->labels, "nvidia.com/mig.config", pol->mig_default);
-        json_object_set_new(out->annotations, OP_MIG_DEFAULT_ANN, json_string(pol->mig_default));
+        want_label(node, out, "nvidia.com/mig.config", pol->mig_default);
+        if (json_object_set_new(out->annotations, OP_MIG_DEFAULT_ANN,
+                                json_string(pol->mig_default)))
+            out->oom = true;
     }
 
     bool prev_done = true, followers_ok = false;
@@ -433,7 +494,7 @@ kc_code op_gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gate_ou
             prev_done = false;
             break;
         }
-        deploy(node, out->labels, stage_labels[s], "true");
+        deploy(node, out, stage_labels[s], "true");
         const json_t *pod = in->stage[s].operand_pod;
         if (!op_pod_ready(pod)) {
             if (operand_failing(pod, stage_ds[s], out->reason, sizeof(out->reason)))
@@ -531,11 +592,22 @@ kc_code op_gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gate_ou
         followers_ok = true;
     if (followers_ok && pol->followers_enabled)
         for (int i = 0; op_follower_labels[i]; i++)
-            deploy(node, out->labels, op_follower_labels[i], "true");
+            deploy(node, out, op_follower_labels[i], "true");
     if (prev_done) {
         out->phase = OP_NODE_DONE;
         out->stage = OP_STAGE_COUNT;
         out->reason[0] = '\0';
     }
     return KC_OK;
+}
+
+kc_code op_gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gate_out *out, kc_err *err)
+{
+    kc_code rc = gate_node(pol, in, out, err);
+    if (rc == KC_OK && out->oom) {
+        /* Half a decision (a label or a pod missing) must not be acted on. */
+        op_gate_out_clear(out);
+        return kc_err_set(err, KC_ENOMEM, "out of memory deciding a node's labels and pods");
+    }
+    return rc;
 }

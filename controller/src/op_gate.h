@@ -86,6 +86,7 @@ typedef struct op_gate_out {
     int stage;        /* the stage the node is at (OP_STAGE_COUNT when done), -1 not GPU */
     char reason[512]; /* why it is not done, for status and events */
     long requeue_ms;  /* when to look again without an event (backoff), -1 none */
+    bool oom;         /* internal: an allocation failed (op_gate_node returns KC_ENOMEM) */
 } op_gate_out;
 
 /* Decides the node's labels and validation pods. out's JSON values are new (op_gate_out_clear).

@@ -275,6 +275,8 @@ long op_reconcile_node(op_controller *c, const char *name, bool *wrote)
 {
     *wrote = false;
     json_t *node = kc_informer_get(c->nodes, NULL, name);
+    if (!node && kc_informer_has(c->nodes, NULL, name))
+        return 1000; /* cached but could not be read: out of memory */
     if (!node) {
         drop_result(c, name);
         kc_workqueue_add_after(c->q, OP_KEY_STATUS, 200);
@@ -290,10 +292,22 @@ long op_reconcile_node(op_controller *c, const char *name, bool *wrote)
     owner = op_policy_owner_ref(policy);
     op_gate_policy gp;
     kc_err err;
-    if (op_policy_gate(policy, c->ns, owner, &gp, &vimg, &err) != KC_OK)
-        goto done; /* the policy reconciler reports the spec error */
+    if (!owner) {
+        again = 1000; /* out of memory */
+        goto done;
+    }
+    if (op_policy_gate(policy, c->ns, owner, &gp, &vimg, &err) != KC_OK) {
+        /* The policy reconciler reports a spec error; out of memory is retried. */
+        if (err.code == KC_ENOMEM)
+            again = 1000;
+        goto done;
+    }
     gp.backoff_base_ms = c->o.validation_backoff_ms;
     pods = op_node_pods(c, name);
+    if (!pods) {
+        again = 1000;
+        goto done;
+    }
     op_gate_in in = {.node = node, .now_ms = wall_ms()};
     size_t i;
     const json_t *p;
@@ -311,7 +325,7 @@ long op_reconcile_node(op_controller *c, const char *name, bool *wrote)
                 in.stage[s].operand_pod = p;
         }
     }
-    if (op_gate_node(&gp, &in, &out, &err) != KC_OK) {
+    if (op_gate_node(&gp, &in, &out, &err) != KC_OK || !out.labels || !out.annotations) {
         again = 1000;
         goto done;
     }
@@ -322,8 +336,10 @@ long op_reconcile_node(op_controller *c, const char *name, bool *wrote)
         json_t *patch = json_pack("{s:{s:O, s:O}}", "metadata", "labels", out.labels, "annotations",
                                   out.annotations);
         *wrote = true;
-        if (kc_patch(c->api, &KC_RES_NODES, NULL, name, KC_PATCH_MERGE, patch, NULL, NULL, &err) !=
-            KC_OK) {
+        if (!patch) {
+            again = 1000;
+        } else if (kc_patch(c->api, &KC_RES_NODES, NULL, name, KC_PATCH_MERGE, patch, NULL, NULL,
+                            &err) != KC_OK) {
             kc_warn("cannot label node", "node=%s err=\"%s\"", name, err.msg);
             again = 1000;
         }

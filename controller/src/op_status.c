@@ -82,6 +82,7 @@ static void aggregate(op_controller *c, agg *a)
     memset(a, 0, sizeof(*a));
     a->behind = json_array();
     json_t *failed = json_array(), *others = json_array();
+    bool oom = !failed || !others;
     pthread_mutex_lock(&c->mu);
     size_t pos = 0;
     const char *name;
@@ -117,22 +118,27 @@ static void aggregate(op_controller *c, agg *a)
         }
         if (r->phase != OP_NODE_DONE) {
             json_t *dst = r->phase == OP_NODE_FAILED ? failed : others;
-            if (json_array_size(dst) < MAX_BEHIND)
+            if (json_array_size(dst) < MAX_BEHIND &&
                 json_array_append_new(dst,
                                       json_pack("{s:s, s:s, s:s, s:s}", "node", name, "state",
                                                 op_stage_name((op_stage)r->stage), "phase",
-                                                op_node_phase_name(r->phase), "reason", r->reason));
+                                                op_node_phase_name(r->phase), "reason", r->reason)))
+                oom = true;
         }
     }
     pthread_mutex_unlock(&c->mu);
     size_t i;
     json_t *e;
-    json_array_foreach(failed, i, e) if (json_array_size(a->behind) < MAX_BEHIND)
-        json_array_append(a->behind, e);
-    json_array_foreach(others, i, e) if (json_array_size(a->behind) < MAX_BEHIND)
-        json_array_append(a->behind, e);
+    json_array_foreach(failed, i, e) if (json_array_size(a->behind) < MAX_BEHIND &&
+                                         json_array_append(a->behind, e)) oom = true;
+    json_array_foreach(others, i, e) if (json_array_size(a->behind) < MAX_BEHIND &&
+                                         json_array_append(a->behind, e)) oom = true;
     json_decref(failed);
     json_decref(others);
+    if (oom) { /* a->behind NULL says the aggregate is incomplete */
+        json_decref(a->behind);
+        a->behind = NULL;
+    }
 }
 
 static void metrics(op_controller *c, const agg *a, int status_code, bool has_nfd)
@@ -199,11 +205,19 @@ long op_reconcile_status(op_controller *c)
     long again = -1;
     agg a;
     aggregate(c, &a);
+    if (!all || !a.behind) {
+        again = 1000; /* out of memory */
+        goto out;
+    }
     if (!policy) {
         metrics(c, &a, -1, false);
         goto out;
     }
     live = kc_informer_get(c->policies, NULL, str_at(policy, "metadata", "name"));
+    if (!live && kc_informer_has(c->policies, NULL, str_at(policy, "metadata", "name"))) {
+        again = 1000; /* cached but could not be read: out of memory */
+        goto out;
+    }
     if (!live || json_object_get(json_object_get(live, "metadata"), "deletionTimestamp"))
         goto out;
     char render_error[512];
@@ -221,6 +235,7 @@ long op_reconcile_status(op_controller *c)
     const json_t *old_conds = json_object_get(old, "conditions");
     json_t *conds = json_array();
     json_t *states = json_array();
+    bool oom = !conds || !states;
     char not_ready[1024] = "";
     size_t nr = 0;
     const char *st;
@@ -236,6 +251,8 @@ long op_reconcile_status(op_controller *c)
         json_array_foreach(dsn, i, d)
         {
             json_t *ds = kc_informer_get(c->daemonsets, c->ns, json_string_value(d));
+            if (!ds && kc_informer_has(c->daemonsets, c->ns, json_string_value(d)))
+                oom = true; /* not "not created yet" */
             char w[200];
             if (!ds_ready(ds, w, sizeof(w))) {
                 ok = false;
@@ -243,22 +260,17 @@ long op_reconcile_status(op_controller *c)
             }
             json_decref(ds);
         }
-        json_array_append_new(states, json_pack("{s:s, s:b, s:s}", "name", st, "ready", ok,
-                                                "message", ok ? "" : why));
-        json_array_append_new(conds, condition(st, ok, ok ? "Ready" : "OperandNotReady",
-                                               ok ? "operands ready" : why, old_conds, now));
+        oom |= json_array_append_new(states, json_pack("{s:s, s:b, s:s}", "name", st, "ready", ok,
+                                                       "message", ok ? "" : why));
+        oom |= json_array_append_new(conds, condition(st, ok, ok ? "Ready" : "OperandNotReady",
+                                                      ok ? "operands ready" : why, old_conds, now));
         if (!ok) {
             size_t l = strlen(not_ready);
             snprintf(not_ready + l, sizeof(not_ready) - l, "%s%s", nr++ ? ", " : "", st);
         }
     }
     /* GPU nodes in the cache that no node reconcile has reported on yet (start-up). */
-    long gpu_seen = 0;
-    json_t *all_nodes = kc_informer_list(c->nodes);
-    size_t ni;
-    const json_t *nn;
-    json_array_foreach(all_nodes, ni, nn) if (op_node_is_gpu(nn)) gpu_seen++;
-    json_decref(all_nodes);
+    long gpu_seen = atomic_load(&c->gpu_nodes);
     bool nodes_ok = a.gpu > 0 && a.gpu + a.opted_out >= gpu_seen && a.in_progress == 0 &&
                     a.reconfiguring == 0 && a.failed == a.mig_failed;
     bool ready = !render_error[0] && nodes_ok && nr == 0;
@@ -295,11 +307,11 @@ long op_reconcile_status(op_controller *c)
         snprintf(msg, sizeof(msg), "ClusterPolicy is ready: %ld GPU nodes validated%s", a.done,
                  a.mig_failed ? " (some MIG reconfigurations failed: see status.behind)" : "");
     }
-    json_array_insert_new(conds, 0, condition("Ready", ready, reason, msg, old_conds, now));
-    json_array_insert_new(conds, 1,
-                          condition("Error", render_error[0] != 0,
-                                    render_error[0] ? "ReconcileFailed" : "NoError",
-                                    render_error[0] ? msg : "", old_conds, now));
+    oom |= json_array_insert_new(conds, 0, condition("Ready", ready, reason, msg, old_conds, now));
+    oom |= json_array_insert_new(conds, 1,
+                                 condition("Error", render_error[0] != 0,
+                                           render_error[0] ? "ReconcileFailed" : "NoError",
+                                           render_error[0] ? msg : "", old_conds, now));
     json_t *status = json_pack(
         "{s:s, s:s, s:I, s:o, s:{s:i, s:i, s:i, s:i, s:i, s:i}, s:o, s:O}", "state",
         ready ? "ready" : "notReady", "namespace", c->ns, "observedGeneration",
@@ -311,12 +323,15 @@ long op_reconcile_status(op_controller *c)
     bool same = json_equal(x, y);
     json_decref(x);
     json_decref(y);
-    if (!same) {
+    if (oom || !status || !x || (old && !y)) {
+        again = 1000; /* out of memory: nothing written */
+    } else if (!same) {
         const char *old_state = str_at(old, "state", NULL);
         json_t *upd = json_deep_copy(live);
-        json_object_set(upd, "status", status);
         kc_err err;
-        kc_code rc = kc_update_status(c->api, &KC_RES_CLUSTERPOLICIES, NULL, upd, NULL, &err);
+        kc_code rc = !upd || json_object_set(upd, "status", status)
+                         ? kc_err_set(&err, KC_ENOMEM, "out of memory building the status")
+                         : kc_update_status(c->api, &KC_RES_CLUSTERPOLICIES, NULL, upd, NULL, &err);
         json_decref(upd);
         if (rc == KC_ECONFLICT) {
             again = 100;

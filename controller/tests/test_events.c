@@ -33,6 +33,7 @@ static struct {
     int fail_status; /* answer every request with this status when non-zero */
 } api = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
+static atomic_bool api_hold;
 static ts_server *srv;
 static kc_client *client;
 static _Atomic long long fake_now = 1000000; /* the recorder's clock in the timing tests */
@@ -55,6 +56,12 @@ static void handler(ts_server *s, const ts_request *req, ts_conn *conn, void *ud
         snprintf(r->content_type, sizeof(r->content_type), "%s",
                  req->content_type ? req->content_type : "");
         r->body = json_loads(req->body, 0, NULL);
+    }
+    /* A held server keeps the request open (the queue tests fill the recorder's queue). */
+    while (atomic_load(&api_hold)) {
+        pthread_mutex_unlock(&api.mu);
+        usleep(1000);
+        pthread_mutex_lock(&api.mu);
     }
     if (api.fail_status) {
         int st = api.fail_status;
@@ -173,6 +180,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    atomic_store(&api_hold, false);
     kc_event_recorder_free(rec);
     rec = NULL;
     kc_client_free(client);
@@ -534,4 +542,91 @@ Test(events, hostname_is_the_default_instance)
     char host[256] = "";
     gethostname(host, sizeof(host) - 1);
     cr_assert_str_eq(jstr(req_at(0)->body, "reportingInstance"), host);
+}
+
+/* ---- the queue: records return at once, a sender thread writes ---- */
+
+static bool wait_reqs(size_t n)
+{
+    for (int i = 0; i < 5000 && nreqs() < n; i++)
+        usleep(1000);
+    return nreqs() >= n;
+}
+
+Test(events, queued_events_are_written_in_order_by_the_sender)
+{
+    start_recorder(&(kc_event_recorder_opts){.component = "c", .queue_size = 16});
+    json_t *p = pod("p1");
+    cr_assert_eq(kc_event_record(rec, p, "Normal", "A", "first"), KC_OK);
+    cr_assert_eq(kc_event_record(rec, p, "Normal", "B", "second"), KC_OK);
+    cr_assert_eq(kc_event_record(rec, p, "Normal", "A", "first"), KC_OK);
+    json_decref(p); /* the queue holds copies */
+    kc_event_recorder_flush(rec);
+    cr_assert_eq(nreqs(), 3);
+    cr_assert_str_eq(req_at(0)->method, "POST");
+    cr_assert_str_eq(jstr(req_at(0)->body, "message"), "first");
+    cr_assert_str_eq(jstr(req_at(0)->body, "involvedObject.name"), "p1");
+    cr_assert_str_eq(jstr(req_at(0)->body, "involvedObject.uid"), "uid-1");
+    cr_assert_str_eq(jstr(req_at(1)->body, "message"), "second");
+    cr_assert_str_eq(req_at(2)->method, "PATCH", "the repeat is still deduplicated");
+    kc_event_stats st;
+    kc_event_recorder_stats(rec, &st);
+    cr_assert_eq(st.created, 2);
+    cr_assert_eq(st.patched, 1);
+    cr_assert_eq(st.queue_dropped + st.failed, 0);
+}
+
+Test(events, a_full_queue_drops_and_counts)
+{
+    start_recorder(&(kc_event_recorder_opts){.component = "c", .queue_size = 2});
+    atomic_store(&api_hold, true);
+    json_t *p = pod("p1");
+    cr_assert_eq(kc_event_record(rec, p, "Normal", "R", "in flight"), KC_OK);
+    cr_assert(wait_reqs(1), "the sender must be writing the first Event");
+    /* The record calls return at once although the server does not answer. */
+    cr_assert_eq(kc_event_record(rec, p, "Normal", "R", "queued 1"), KC_OK);
+    cr_assert_eq(kc_event_record(rec, p, "Normal", "R", "queued 2"), KC_OK);
+    cr_assert_eq(kc_event_record(rec, p, "Normal", "R", "dropped"), KC_EUNAVAILABLE);
+    atomic_store(&api_hold, false);
+    kc_event_recorder_flush(rec);
+    kc_event_stats st;
+    kc_event_recorder_stats(rec, &st);
+    cr_assert_eq(st.queue_dropped, 1);
+    cr_assert_eq(nreqs(), 3);
+    cr_assert_str_eq(jstr(req_at(1)->body, "message"), "queued 1");
+    cr_assert_str_eq(jstr(req_at(2)->body, "message"), "queued 2");
+    kc_event_recorder_stats(rec, &st);
+    cr_assert_eq(st.created, 3, "created %lu failed %lu dropped %lu", st.created, st.failed,
+                 st.dropped);
+    json_decref(p);
+}
+
+Test(events, free_writes_what_is_still_queued)
+{
+    start_recorder(&(kc_event_recorder_opts){.component = "c", .queue_size = 8});
+    atomic_store(&api_hold, true);
+    json_t *p = pod("p1");
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(kc_event_record(rec, p, "Normal", "R", "m%d", i), KC_OK);
+    json_decref(p);
+    cr_assert(wait_reqs(1));
+    atomic_store(&api_hold, false);
+    kc_event_recorder_free(rec);
+    rec = NULL;
+    cr_assert_eq(nreqs(), 3);
+    cr_assert_str_eq(jstr(req_at(2)->body, "message"), "m2");
+}
+
+Test(events, failed_queued_writes_are_counted)
+{
+    start_recorder(&(kc_event_recorder_opts){.component = "c", .queue_size = 8});
+    set_fail(500);
+    json_t *p = pod("p1");
+    cr_assert_eq(kc_event_record(rec, p, "Normal", "R", "m"), KC_OK, "queued: no error yet");
+    json_decref(p);
+    kc_event_recorder_flush(rec);
+    kc_event_stats st;
+    kc_event_recorder_stats(rec, &st);
+    cr_assert_eq(st.failed, 1);
+    cr_assert_eq(st.created, 0);
 }

@@ -100,6 +100,19 @@ Test(gate, walks_the_chain)
             1)),
         "driver");
     cr_assert_null(json_object_get(json_object_get(vp, "spec"), "runtimeClassName"));
+    /* Outside the nvidia runtime: privileged, the driver root read-only, the validator told. */
+    const json_t *vc =
+        json_array_get(json_object_get(json_object_get(vp, "spec"), "containers"), 0);
+    cr_assert(json_is_true(json_object_get(json_object_get(vc, "securityContext"), "privileged")));
+    const json_t *vm = json_array_get(json_object_get(vc, "volumeMounts"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(vm, "mountPath")), "/run/nvidia/driver");
+    cr_assert(json_is_true(json_object_get(vm, "readOnly")));
+    const json_t *vol = json_array_get(json_object_get(json_object_get(vp, "spec"), "volumes"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(vol, "hostPath"), "path")),
+                     "/run/nvidia/driver");
+    const json_t *ev = json_array_get(json_object_get(vc, "env"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(ev, "name")), "GPU_VALIDATOR_DRIVER_ROOT");
+    cr_assert_str_eq(json_string_value(json_object_get(ev, "value")), "/run/nvidia/driver");
     op_gate_out_clear(&out);
 
     /* The validation Failed: reason from its output, retried after the backoff. */
@@ -272,5 +285,44 @@ Test(gate, single_strategy_with_mixed_profiles_is_a_failure_with_advice)
     cr_assert(strstr(out.reason, "use mig.strategy=mixed"), "%s", out.reason);
     op_gate_out_clear(&out);
     json_decref(dp);
+    json_decref(n);
+}
+
+Test(gate, a_refused_validation_pod_is_retried_after_the_backoff_from_its_creation)
+{
+    /* The kubelet refused the pod (no container ran): no finishedAt to count from. */
+    op_gate_policy p = policy();
+    json_t *n = gpu_node("", "");
+    json_t *drv = ready_pod("d1");
+    op_gate_in in = {.node = n, .now_ms = 1000};
+    in.stage[OP_STAGE_DRIVER].operand_pod = drv;
+    op_gate_out out;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(json_array_size(out.create), 1);
+    json_t *vp = json_incref(json_array_get(out.create, 0));
+    op_gate_out_clear(&out);
+    json_object_set_new(json_object_get(vp, "metadata"), "creationTimestamp",
+                        json_string("1970-01-01T00:00:01Z"));
+    json_object_set_new(vp, "status",
+                        json_pack("{s:s, s:s, s:s}", "phase", "Failed", "reason",
+                                  "OutOfnvidia.com/gpu", "message",
+                                  "Pod was rejected: Node didn't have enough resource"));
+    in.stage[OP_STAGE_DRIVER].val_pods[0] = vp;
+    in.stage[OP_STAGE_DRIVER].n_val = 1;
+    in.now_ms = 3000;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(out.phase, OP_NODE_FAILED);
+    cr_assert(strstr(out.reason, "the pod was refused: OutOfnvidia.com/gpu: Pod was rejected: "
+                                 "Node didn't have enough resource"),
+              "the reason says why, not an exit code: %s", out.reason);
+    cr_assert_eq(json_array_size(out.create), 0, "not before the backoff");
+    cr_assert_eq(out.requeue_ms, 3000, "5 s after its creation at 1 s");
+    op_gate_out_clear(&out);
+    in.now_ms = 6000;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(json_array_size(out.create), 1, "retried once the backoff has passed");
+    op_gate_out_clear(&out);
+    json_decref(vp);
+    json_decref(drv);
     json_decref(n);
 }
