@@ -514,24 +514,30 @@ void op_controller_stop(op_controller *c)
         uv_async_send(&c->stop_async);
 }
 
-/* Whether the server serves a resource (discovery of its group/version). */
-static bool served(op_controller *c, const kc_resource *r)
+/* Whether the server serves a resource (discovery of its group/version): 1 yes, 0 no (the group
+ * version is absent or does not list it), -1 discovery itself failed (err says why: refused
+ * credentials, a server down ...), which is not the same as "not served". */
+static int served(op_controller *c, const kc_resource *r, kc_err *err)
 {
     if (!r->group[0])
-        return true;
+        return 1;
     char path[256];
     snprintf(path, sizeof(path), "/apis/%s/%s", r->group, r->version);
     kc_request req = {.method = "GET", .path = path};
     kc_response resp = {0};
-    kc_err err;
-    bool ok = false;
-    if (kc_client_do(c->api, &req, &resp, &err) == KC_OK && resp.body) {
+    int ok = 0;
+    kc_code rc = kc_client_do(c->api, &req, &resp, err);
+    if (rc != KC_OK && rc != KC_ENOTFOUND) {
+        kc_err_prefix(err, "discovering %s/%s", r->group, r->version);
+        kc_response_free(&resp);
+        return -1;
+    }
+    if (rc == KC_OK && resp.body) {
         json_t *doc = json_loads(resp.body, 0, NULL);
         size_t i;
         const json_t *res;
         json_array_foreach(json_object_get(doc, "resources"), i,
-                           res) if (!strcmp(str_at(res, "name", NULL) ?: "", r->resource)) ok =
-            true;
+                           res) if (!strcmp(str_at(res, "name", NULL) ?: "", r->resource)) ok = 1;
         json_decref(doc);
     }
     kc_response_free(&resp);
@@ -644,7 +650,12 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
         goto out;
     for (size_t i = 0; i < c->n_kinds; i++) {
         op_kind *k = &c->kinds[i];
-        if (!served(c, &k->res)) {
+        int sv = served(c, &k->res, err);
+        if (sv < 0) {
+            rc = err->code;
+            goto out;
+        }
+        if (!sv) {
             kc_warn("kind not served by the API server; its objects are skipped", "kind=%s",
                     k->kind);
             continue;
