@@ -214,11 +214,14 @@ Test(testsrv, stop_with_an_open_stream_does_not_hang)
     pthread_cond_init(&sm.cond, NULL);
     ts_server *srv = ts_start(stream_handler, &sm, NULL);
     cr_assert_not_null(srv);
+    /* The stopper frees srv (and its URL) while the request runs: keep a copy. */
+    char url[256];
+    snprintf(url, sizeof(url), "%s", ts_url(srv));
     pthread_t t;
     pthread_create(&t, NULL, stopper, srv);
     long status = 0;
     buf b = {0};
-    CURLcode rc = fetch(ts_url(srv), NULL, NULL, NULL, &status, &b);
+    CURLcode rc = fetch(url, NULL, NULL, NULL, &status, &b);
     pthread_join(t, NULL);
     cr_assert_neq(rc, CURLE_OK);
     cr_assert_neq(rc, CURLE_OPERATION_TIMEDOUT);
