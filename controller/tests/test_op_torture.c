@@ -211,7 +211,7 @@ static kc_code http_fault(const kc_request *req, void *ud)
 /* ---- the cluster: kubesim in-process, the CRD, nodesim's nodes, a ClusterPolicy ---- */
 
 static op_states *g_states;
-static char g_pki_dir[64];
+static char g_pki_dir[512];
 
 typedef struct env {
     ks_sim sim;
@@ -773,7 +773,8 @@ static void setup_all(void)
 {
     if (!getenv("KC_TORTURE_VERBOSE"))
         kc_log_set_level(KC_LOG_ERROR);
-    snprintf(g_pki_dir, sizeof(g_pki_dir), "/tmp/kc-torture-XXXXXX");
+    const char *t = getenv("TMPDIR");
+    snprintf(g_pki_dir, sizeof(g_pki_dir), "%s/kc-torture-XXXXXX", t && *t ? t : P_tmpdir);
     cr_assert_not_null(mkdtemp(g_pki_dir));
     kc_err err;
     cr_assert_eq(op_states_load(KC_SOURCE_DIR "/states", &g_states, &err), KC_OK, "%s", err.msg);
@@ -797,7 +798,7 @@ static void teardown_all(void)
     kc_client_set_fault_hook(NULL, NULL);
     op_states_free(g_states);
     g_states = NULL;
-    char cmd[128];
+    char cmd[sizeof(g_pki_dir) + 16];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_pki_dir);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", g_pki_dir);

@@ -16,7 +16,7 @@
 #include "testsrv_script.h"
 #include "testutil.h"
 
-static char tdir[64];
+static char tdir[512];
 static ts_pki *pki, *other;
 static ts_server *srv;
 static ts_script sc;
@@ -24,7 +24,8 @@ static const ts_canned ok[] = {{200, NULL, "{\"kind\":\"Status\"}", NULL}};
 
 static void setup(void)
 {
-    snprintf(tdir, sizeof(tdir), "/tmp/kctls.XXXXXX");
+    const char *t = getenv("TMPDIR");
+    snprintf(tdir, sizeof(tdir), "%s/kctls.XXXXXX", t && *t ? t : P_tmpdir);
     cr_assert_not_null(mkdtemp(tdir));
     pki = ts_pki_generate("tls-verify-ca");
     other = ts_pki_generate("tls-unknown-ca");
