@@ -460,12 +460,21 @@ static json_t *bytes_value(const rd *s, kc_err *err)
     return j;
 }
 
-/* meta.v1.Time → "2006-01-02T15:04:05Z" (NULL without error for the zero time). */
-static kc_code time_value(rd *s, json_t **out, kc_err *err)
+/* The fields 1..3 of a small message (Time, Quantity, IntOrString, a map entry): want[n] is the
+ * wire type field n must have (0 varint, 2 bytes; -1: skipped like any unknown field). Varints
+ * land in iv[n], bytes in bv[n] (an empty view when the field is absent); seen[n] says whether it
+ * came. */
+typedef struct small_msg {
+    uint64_t iv[4];
+    rd bv[4];
+    bool seen[4];
+} small_msg;
+
+static kc_code read_small(rd *s, const char *name, const int want[4], small_msg *m, kc_err *err)
 {
-    int64_t secs = 0;
-    bool any = false;
-    *out = NULL;
+    memset(m, 0, sizeof(*m));
+    for (int i = 0; i < 4; i++)
+        m->bv[i] = (rd){s->base, s->pos, s->pos};
     while (s->pos < s->end) {
         uint32_t num;
         int wire;
@@ -473,21 +482,37 @@ static kc_code time_value(rd *s, json_t **out, kc_err *err)
         kc_code rc = read_tag(s, &num, &wire, err);
         if (rc != KC_OK)
             return rc;
-        if ((num == 1 || num == 2) && wire != 0)
-            return perr(err, at, "Time field with a wire type other than varint");
-        uint64_t v;
-        if (num == 1 || num == 2) {
-            if ((rc = read_varint(s, &v, err)) != KC_OK)
-                return rc;
-            if (num == 1)
-                secs = (int64_t)v;
-            any = true;
-        } else if ((rc = skip_field(s, wire, err)) != KC_OK) {
+        int w = num < 4 ? want[num] : -1;
+        if (w >= 0 && wire != w)
+            return kc_err_set(err, KC_EPARSE,
+                              "protobuf body: %s field %u with a wire type other than %s at "
+                              "offset %zu",
+                              name, num, w ? "bytes" : "varint", at);
+        if (w == 0)
+            rc = read_varint(s, &m->iv[num], err);
+        else if (w == 2)
+            rc = read_bytes(s, &m->bv[num], err);
+        else
+            rc = skip_field(s, wire, err);
+        if (rc != KC_OK)
             return rc;
-        }
+        if (w >= 0)
+            m->seen[num] = true;
     }
-    if (!any)
-        return KC_OK;
+    return KC_OK;
+}
+
+/* meta.v1.Time {seconds=1, nanos=2} → "2006-01-02T15:04:05Z" (NULL without error for the zero
+ * time). */
+static kc_code time_value(rd *s, json_t **out, kc_err *err)
+{
+    static const int want[4] = {-1, 0, 0, -1};
+    small_msg m;
+    *out = NULL;
+    kc_code rc = read_small(s, "Time", want, &m, err);
+    if (rc != KC_OK || (!m.seen[1] && !m.seen[2]))
+        return rc;
+    int64_t secs = (int64_t)m.iv[1];
     /* Years 0..9999 only, as Go's JSON encoding of a time. */
     if (secs < -62167219200LL || secs > 253402300799LL)
         return perr(err, s->end, "timestamp outside years 0-9999");
@@ -500,56 +525,21 @@ static kc_code time_value(rd *s, json_t **out, kc_err *err)
     return *out ? KC_OK : kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
 }
 
-/* resource.Quantity {string=1}: the quantity's text (other fields are Go-internal). */
-static kc_code quantity_text(rd *s, rd *text, kc_err *err)
-{
-    *text = (rd){s->base, s->pos, s->pos};
-    while (s->pos < s->end) {
-        uint32_t num;
-        int wire;
-        size_t at = s->pos;
-        kc_code rc = read_tag(s, &num, &wire, err);
-        if (rc != KC_OK)
-            return rc;
-        if (num == 1 && wire != 2)
-            return perr(err, at, "Quantity.string with a wire type other than bytes");
-        rc = num == 1 ? read_bytes(s, text, err) : skip_field(s, wire, err);
-        if (rc != KC_OK)
-            return rc;
-    }
-    return KC_OK;
-}
-
 /* util.intstr.IntOrString {type=1 (0 int, 1 string), intVal=2, strVal=3}. */
 static kc_code intstr_value(rd *s, json_t **out, kc_err *err)
 {
-    uint64_t type = 0, ival = 0;
-    rd str = {s->base, s->pos, s->pos};
+    static const int want[4] = {-1, 0, 0, 2};
+    small_msg m;
     *out = NULL;
-    while (s->pos < s->end) {
-        uint32_t num;
-        int wire;
-        size_t at = s->pos;
-        kc_code rc = read_tag(s, &num, &wire, err);
-        if (rc != KC_OK)
-            return rc;
-        if ((num == 1 || num == 2) && wire != 0)
-            return perr(err, at, "IntOrString type/intVal with a wire type other than varint");
-        if (num == 3 && wire != 2)
-            return perr(err, at, "IntOrString.strVal with a wire type other than bytes");
-        if (num == 1 || num == 2)
-            rc = read_varint(s, num == 1 ? &type : &ival, err);
-        else
-            rc = num == 3 ? read_bytes(s, &str, err) : skip_field(s, wire, err);
-        if (rc != KC_OK)
-            return rc;
-    }
-    if (type > 1)
+    kc_code rc = read_small(s, "IntOrString", want, &m, err);
+    if (rc != KC_OK)
+        return rc;
+    if (m.iv[1] > 1)
         return perr(err, s->end, "IntOrString.type is neither 0 (int) nor 1 (string)");
-    if (type == 1)
-        *out = string_value(&str, "IntOrString", "strVal", err);
+    if (m.iv[1] == 1)
+        *out = string_value(&m.bv[3], "IntOrString", "strVal", err);
     else
-        *out = json_integer((json_int_t)(int32_t)ival);
+        *out = json_integer((json_int_t)(int32_t)m.iv[2]);
     return *out ? KC_OK : (err && err->code ? err->code : KC_ENOMEM);
 }
 
@@ -558,34 +548,23 @@ static kc_code intstr_value(rd *s, json_t **out, kc_err *err)
 static kc_code map_entry(rd *s, json_t *map, int kind, const char *msg, const char *field,
                          kc_err *err)
 {
-    rd key = {s->base, s->pos, s->pos}, val = {s->base, s->pos, s->pos};
-    while (s->pos < s->end) {
-        uint32_t num;
-        int wire;
-        size_t at = s->pos;
-        kc_code rc = read_tag(s, &num, &wire, err);
-        if (rc != KC_OK)
+    static const int want[4] = {-1, 2, 2, -1};
+    small_msg e;
+    kc_code rc = read_small(s, "map entry", want, &e, err);
+    if (rc != KC_OK)
+        return rc;
+    rd val = e.bv[2];
+    if (kind == F_MAP_QTY) {
+        /* resource.Quantity {string=1}: the quantity's text (other fields are Go-internal). */
+        static const int qwant[4] = {-1, 2, -1, -1};
+        small_msg q;
+        if ((rc = read_small(&e.bv[2], "Quantity", qwant, &q, err)) != KC_OK)
             return rc;
-        if (num == 1 || num == 2) {
-            if (wire != 2)
-                return perr(err, at, "map entry key/value with a wire type other than bytes");
-            if ((rc = read_bytes(s, num == 1 ? &key : &val, err)) != KC_OK)
-                return rc;
-        } else if ((rc = skip_field(s, wire, err)) != KC_OK) {
-            return rc;
-        }
+        val = q.bv[1];
     }
-    json_t *k = string_value(&key, msg, field, err);
+    json_t *k = string_value(&e.bv[1], msg, field, err);
     if (!k)
         return err ? err->code : KC_EPARSE;
-    kc_code rc = KC_OK;
-    if (kind == F_MAP_QTY) {
-        rd q = val;
-        if ((rc = quantity_text(&q, &val, err)) != KC_OK) {
-            json_decref(k);
-            return rc;
-        }
-    }
     json_t *v = kind == F_MAP_BYTES ? bytes_value(&val, err) : string_value(&val, msg, field, err);
     if (!v)
         rc = err ? err->code : KC_EPARSE;
