@@ -476,7 +476,7 @@ static kc_code read_small(rd *s, const char *name, const int want[4], small_msg 
     for (int i = 0; i < 4; i++)
         m->bv[i] = (rd){s->base, s->pos, s->pos};
     while (s->pos < s->end) {
-        uint32_t num;
+        uint32_t num = 0;
         int wire;
         size_t at = s->pos;
         kc_code rc = read_tag(s, &num, &wire, err);
@@ -685,7 +685,7 @@ static bool zero_value(const rd *r, int wire, size_t value_at)
 static kc_code decode_msg(rd *r, const pmsg *m, json_t *out, kc_err *err)
 {
     while (r->pos < r->end) {
-        uint32_t num;
+        uint32_t num = 0;
         int wire;
         size_t at = r->pos;
         kc_code rc = read_tag(r, &num, &wire, err);
