@@ -154,7 +154,9 @@ typedef enum ks_event_type { KS_ADDED, KS_MODIFIED, KS_DELETED, KS_BOOKMARK } ks
 typedef struct ks_event {
     ks_event_type type;
     const ks_rtype *rtype;
-    json_t *object; /* owned by the receiver of ks_watch_next: json_decref it */
+    /* Owned by the receiver of ks_watch_next (json_decref it): a shallow copy, so top-level
+     * members may be set or removed, but nested values are the store's and must not change. */
+    json_t *object;
     uint64_t rv;
 } ks_event;
 

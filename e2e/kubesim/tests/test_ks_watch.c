@@ -118,7 +118,7 @@ Test(watch, live_events_and_deleted_state)
     expect_event(w, &ev, KS_DELETED, "c");
     cr_assert_eq(ev.rv, ks_store_rv(st), "DELETED carries the deletion's RV");
     json_decref(ev.object);
-    /* Received objects are private copies. */
+    /* Received objects are private at the top level (nested values are shared, read-only). */
     kst_create_free(st, ty.configmaps, "default", kst_obj(NULL, "d", NULL));
     expect_event(w, &ev, KS_ADDED, "d");
     json_object_set_new(ev.object, "data", json_pack("{s:s}", "mine", "yes"));
