@@ -220,10 +220,47 @@ static void on_node_add(kc_informer *i, const json_t *o, void *ud)
         atomic_fetch_add(&((op_controller *)ud)->gpu_nodes, 1);
     node_added(i, o, ud);
 }
+/* Whether two cached states of an object differ only in metadata.resourceVersion: the caches
+ * keep only what the operator reads, so such an update (a kubelet heartbeat, a pod IP, a
+ * container start time) cannot change a reconcile's outcome and queues nothing. */
+static bool same_but_rv(const json_t *a, const json_t *b)
+{
+    if (json_object_size(a) != json_object_size(b))
+        return false;
+    const char *k;
+    const json_t *va;
+    json_object_foreach((json_t *)a, k, va)
+    {
+        const json_t *vb = json_object_get(b, k);
+        if (strcmp(k, "metadata") != 0) {
+            if (!vb || !json_equal(va, vb))
+                return false;
+            continue;
+        }
+        if (!json_is_object(va) || !json_is_object(vb) ||
+            json_object_size(va) != json_object_size(vb))
+            return false;
+        const char *mk;
+        const json_t *ma;
+        json_object_foreach((json_t *)va, mk, ma)
+        {
+            const json_t *mb = json_object_get(vb, mk);
+            if (!mb || (strcmp(mk, "resourceVersion") != 0 && !json_equal(ma, mb)))
+                return false;
+        }
+    }
+    return true;
+}
+
 static void on_node_upd(kc_informer *i, const json_t *a, const json_t *b, void *ud)
 {
     (void)i;
     op_controller *c = ud;
+    if (same_but_rv(a, b)) {
+        if (c->m_ignored)
+            kc_counter_inc(c->m_ignored);
+        return;
+    }
     long d = (long)op_node_is_gpu(b) - (long)op_node_is_gpu(a);
     if (d)
         atomic_fetch_add(&c->gpu_nodes, d);
@@ -243,6 +280,11 @@ static void on_pod_add(kc_informer *i, const json_t *o, void *ud)
 static void on_pod_upd(kc_informer *i, const json_t *a, const json_t *b, void *ud)
 {
     (void)i;
+    if (same_but_rv(a, b)) {
+        if (((op_controller *)ud)->m_ignored)
+            kc_counter_inc(((op_controller *)ud)->m_ignored);
+        return;
+    }
     const char *na = str_at(a, "spec", "nodeName"), *nb = str_at(b, "spec", "nodeName");
     if (na && (!nb || strcmp(na, nb)))
         index_pod(ud, a, false);
@@ -299,13 +341,13 @@ static json_t *filtered(const json_t *obj, bool (*keep)(const char *key))
 }
 
 /* Node labels the operator reads: NFD's PCI and OS labels and the nvidia.com/ ones. */
-static bool node_label_kept(const char *k)
+bool op_node_label_cached(const char *k)
 {
     return !strncmp(k, "nvidia.com/", 11) || !strncmp(k, "feature.node.kubernetes.io/pci-", 31) ||
            !strncmp(k, "feature.node.kubernetes.io/system-os_release.", 45);
 }
 
-static bool own_annotation(const char *k)
+bool op_node_annotation_cached(const char *k)
 {
     return !strncmp(k, "nvidia.com/gpu-operator", 23) ||
            !strncmp(k, "nvidia.com/gpu-driver-upgrade", 29);
@@ -337,11 +379,14 @@ static json_t *ctr_status(const json_t *cs)
         json_object_set_new(json_object_get(out, "state"), "waiting",
                             json_pack("{s:O*, s:O*}", "reason", json_object_get(w, "reason"),
                                       "message", json_object_get(w, "message")));
+    /* The output of a container that succeeded is never read (failure reasons come from
+     * the others): dropping it keeps a succeeded validation pod at a third of its size. */
+    const json_t *code = json_object_get(t, "exitCode");
+    bool failed = !json_is_integer(code) || json_integer_value(code) != 0;
     if (t)
         json_object_set_new(json_object_get(out, "state"), "terminated",
-                            json_pack("{s:O*, s:O*, s:O*}", "exitCode",
-                                      json_object_get(t, "exitCode"), "message",
-                                      json_object_get(t, "message"), "finishedAt",
+                            json_pack("{s:O*, s:O*, s:O*}", "exitCode", code, "message",
+                                      failed ? json_object_get(t, "message") : NULL, "finishedAt",
                                       json_object_get(t, "finishedAt")));
     if (lt)
         json_object_set_new(json_object_get(out, "lastState"), "terminated",
@@ -379,21 +424,21 @@ static json_t *pod_transform(json_t *obj, const kc_resource *res, void *ud)
             ready =
                 json_pack("[{s:s, s:O*}]", "type", "Ready", "status", json_object_get(c, "status"));
     }
-    json_t *out =
-        json_pack("{s:s, s:s, s:{s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:o*, s:o*}, s:{s:O*}, "
-                  "s:{s:O*, s:O*, s:O*, s:o*, s:o*, s:o*}}",
-                  "apiVersion", "v1", "kind", "Pod", "metadata", "name", json_object_get(m, "name"),
-                  "namespace", json_object_get(m, "namespace"), "uid", json_object_get(m, "uid"),
-                  "resourceVersion", json_object_get(m, "resourceVersion"), "creationTimestamp",
-                  json_object_get(m, "creationTimestamp"), "deletionTimestamp",
-                  json_object_get(m, "deletionTimestamp"), "labels",
-                  filtered(json_object_get(m, "labels"), pod_label_kept), "annotations",
-                  filtered(json_object_get(m, "annotations"), own_annotation), "spec", "nodeName",
-                  json_object_get(json_object_get(obj, "spec"), "nodeName"), "status", "phase",
-                  json_object_get(st, "phase"), "reason", json_object_get(st, "reason"), "message",
-                  json_object_get(st, "message"), "conditions", ready, "containerStatuses",
-                  ctr_statuses(json_object_get(st, "containerStatuses")), "initContainerStatuses",
-                  ctr_statuses(json_object_get(st, "initContainerStatuses")));
+    json_t *out = json_pack(
+        "{s:s, s:s, s:{s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:o*, s:o*}, s:{s:O*}, "
+        "s:{s:O*, s:O*, s:O*, s:o*, s:o*, s:o*}}",
+        "apiVersion", "v1", "kind", "Pod", "metadata", "name", json_object_get(m, "name"),
+        "namespace", json_object_get(m, "namespace"), "uid", json_object_get(m, "uid"),
+        "resourceVersion", json_object_get(m, "resourceVersion"), "creationTimestamp",
+        json_object_get(m, "creationTimestamp"), "deletionTimestamp",
+        json_object_get(m, "deletionTimestamp"), "labels",
+        filtered(json_object_get(m, "labels"), pod_label_kept), "annotations",
+        filtered(json_object_get(m, "annotations"), op_node_annotation_cached), "spec", "nodeName",
+        json_object_get(json_object_get(obj, "spec"), "nodeName"), "status", "phase",
+        json_object_get(st, "phase"), "reason", json_object_get(st, "reason"), "message",
+        json_object_get(st, "message"), "conditions", ready, "containerStatuses",
+        ctr_statuses(json_object_get(st, "containerStatuses")), "initContainerStatuses",
+        ctr_statuses(json_object_get(st, "initContainerStatuses")));
     json_decref(obj);
     return out;
 }
@@ -410,8 +455,8 @@ static json_t *node_transform(json_t *obj, const kc_resource *res, void *ud)
         "apiVersion", "v1", "kind", "Node", "metadata", "name", json_object_get(m, "name"), "uid",
         json_object_get(m, "uid"), "resourceVersion", json_object_get(m, "resourceVersion"),
         "creationTimestamp", json_object_get(m, "creationTimestamp"), "labels",
-        filtered(json_object_get(m, "labels"), node_label_kept), "annotations",
-        filtered(json_object_get(m, "annotations"), own_annotation), "deletionTimestamp",
+        filtered(json_object_get(m, "labels"), op_node_label_cached), "annotations",
+        filtered(json_object_get(m, "annotations"), op_node_annotation_cached), "deletionTimestamp",
         json_object_get(m, "deletionTimestamp"), "status", "allocatable",
         json_object_get(json_object_get(obj, "status"), "allocatable"), "spec", "unschedulable",
         json_object_get(json_object_get(obj, "spec"), "unschedulable"));
@@ -437,13 +482,17 @@ static void *worker(void *arg)
             kind = "status";
             again = op_reconcile_status(c);
         } else if (!strncmp(key, OP_NODE_PREFIX, strlen(OP_NODE_PREFIX))) {
-            uint64_t ev = take_event(c, key);
-            bool wrote = false;
+            uint64_t ev = take_event(c, key), start = mono_ms(), wrote = 0;
             again = op_reconcile_node(c, key + strlen(OP_NODE_PREFIX), &wrote);
-            /* The operator's share of a transition: from the event that allowed it to the
-             * write it caused. */
-            if (wrote && ev && c->m_delay)
-                kc_histogram_observe(c->m_delay, (double)(mono_ms() - ev) / 1000.0);
+            /* A transition, timed from the event that allowed it: to its reconcile's start
+             * (waiting for a worker), to the first write sent (the operator's share), and to
+             * the last write acknowledged (adds the API server's time). */
+            if (wrote && ev && c->m_delay) {
+                uint64_t end = mono_ms();
+                kc_histogram_observe(c->m_queued, (double)(start - ev) / 1000.0);
+                kc_histogram_observe(c->m_delay, (double)(wrote - ev) / 1000.0);
+                kc_histogram_observe(c->m_applied, (double)(end - ev) / 1000.0);
+            }
         }
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (c->m_duration) {
@@ -557,6 +606,7 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     c->results = kc_map_new();
     c->event_at = kc_map_new();
     c->admitted = kc_map_new();
+    c->expect = kc_map_new();
     c->pods_by_node = kc_map_new();
     c->ds_by_state = json_object();
     c->kinds = calloc(N_KINDS, sizeof(*c->kinds));
@@ -565,8 +615,8 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     atomic_init(&c->running, false);
     atomic_init(&c->gpu_nodes, 0);
     kc_code rc = KC_OK;
-    if (!c->ns || !c->workers || !c->results || !c->event_at || !c->admitted || !c->pods_by_node ||
-        !c->ds_by_state || !c->kinds) {
+    if (!c->ns || !c->workers || !c->results || !c->event_at || !c->admitted || !c->expect ||
+        !c->pods_by_node || !c->ds_by_state || !c->kinds) {
         rc = kc_err_set(err, KC_ENOMEM, "out of memory");
         goto fail;
     }
@@ -591,12 +641,29 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
         kc_metrics_histogram(opts->metrics, "gpu_operator_reconcile_duration_seconds",
                              "time spent in one reconcile, by kind (policy, node, status)", labels,
                              b, 14, &c->m_duration, NULL);
-        kc_metric *d = NULL;
+        kc_metric *d = NULL, *qd = NULL, *ad = NULL;
         if (kc_metrics_histogram(opts->metrics, "gpu_operator_transition_delay_seconds",
                                  "from the watch event that allowed a node transition to the "
-                                 "operator's resulting write",
-                                 NULL, b, 14, &d, NULL) == KC_OK)
-            c->m_delay = kc_metric_with(d, NULL);
+                                 "operator's first resulting write request",
+                                 NULL, b, 14, &d, NULL) == KC_OK &&
+            kc_metrics_histogram(opts->metrics, "gpu_operator_transition_queued_seconds",
+                                 "from the watch event that allowed a node transition to the "
+                                 "start of the reconcile that made it (waiting for a worker)",
+                                 NULL, b, 14, &qd, NULL) == KC_OK &&
+            kc_metrics_histogram(opts->metrics, "gpu_operator_transition_applied_seconds",
+                                 "from the watch event that allowed a node transition to the API "
+                                 "server's answer to the last write it caused",
+                                 NULL, b, 14, &ad, NULL) == KC_OK) {
+            c->m_queued = kc_metric_with(qd, NULL);
+            c->m_applied = kc_metric_with(ad, NULL);
+            c->m_delay = c->m_queued && c->m_applied ? kc_metric_with(d, NULL) : NULL;
+        }
+        kc_metric *ig = NULL;
+        if (kc_metrics_counter(opts->metrics, "gpu_operator_watch_updates_ignored_total",
+                               "node and pod updates that changed nothing the operator reads "
+                               "(no reconcile queued)",
+                               NULL, &ig, NULL) == KC_OK)
+            c->m_ignored = kc_metric_with(ig, NULL);
     }
     /* Events about cluster-scoped objects (Nodes, the ClusterPolicy) must live in "default": the
      * API server refuses an involvedObject without namespace in any other namespace. */
@@ -714,6 +781,7 @@ void op_controller_free(op_controller *c)
     kc_map_free(c->results, free);
     kc_map_free(c->event_at, free);
     kc_map_free(c->admitted, NULL);
+    kc_map_free(c->expect, op_expect_free);
     if (c->pods_by_node) {
         size_t pos = 0;
         void *v;

@@ -64,10 +64,18 @@ struct op_controller {
     /* metrics */
     kc_series *m_gpu_nodes, *m_status, *m_reconciles, *m_failed, *m_last_success, *m_nfd;
     kc_metric *m_state_nodes, *m_duration;
-    kc_series *m_delay; /* event received → resulting write, per node transition */
-    kc_map *event_at;   /* node key → first unprocessed event time (boxed ms), under mu */
-    kc_map *admitted;   /* nodes admitted to a driver upgrade, not yet seen so in the cache */
+    kc_series *m_delay;   /* event received → first resulting write sent, per transition */
+    kc_series *m_queued;  /* event received → the reconcile's start */
+    kc_series *m_applied; /* event received → last resulting write acknowledged */
+    kc_series *m_ignored; /* node/pod updates that changed nothing the operator reads */
+    kc_map *event_at;     /* node key → first unprocessed event time (boxed ms), under mu */
+    kc_map *admitted;     /* nodes admitted to a driver upgrade, not yet seen so in the cache */
+    kc_map *expect;       /* node name → op_expect*: own writes the caches have not shown yet */
 };
+
+/* Node labels and annotations the node cache keeps (the others are dropped on arrival). */
+bool op_node_label_cached(const char *key);
+bool op_node_annotation_cached(const char *key);
 
 /* ---- op_apply.c: the policy reconciler ---- */
 /* Renders every state from the active policy, applies what changed, deletes what is no longer
@@ -77,8 +85,11 @@ long op_reconcile_policy(op_controller *c);
 op_kind *op_kind_find(op_controller *c, const char *api_version, const char *kind);
 
 /* ---- op_nodes.c: the node reconciler ---- */
-/* *wrote tells whether the reconcile wrote to the API server (labels, pods). */
-long op_reconcile_node(op_controller *c, const char *name, bool *wrote);
+/* *wrote: when the reconcile sent its first write to the API server (labels, pods;
+ * CLOCK_MONOTONIC ms), 0 when it wrote nothing. */
+long op_reconcile_node(op_controller *c, const char *name, uint64_t *wrote);
+/* Frees an op_expect (kc_map_free callback). */
+void op_expect_free(void *e);
 /* Pods of the operator's namespace on a node (new array of new references; NULL when out of
  * memory). */
 json_t *op_node_pods(op_controller *c, const char *node);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include "kc_log.h"
 #include "kc_yaml.h"
@@ -22,6 +23,16 @@ static uint64_t wall_ms(void)
     struct timeval tv;
     gettimeofday(&tv, NULL);
     return (uint64_t)tv.tv_sec * 1000u + (uint64_t)tv.tv_usec / 1000u;
+}
+
+/* Notes the time the reconcile's first write is sent (CLOCK_MONOTONIC, ms). */
+static void first_write(uint64_t *at)
+{
+    if (*at)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    *at = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* Records the node's result; returns the previous one (or a zero result) in *prev. */
@@ -50,7 +61,205 @@ static void drop_result(op_controller *c, const char *name)
 {
     pthread_mutex_lock(&c->mu);
     free(kc_map_remove(c->results, name));
+    op_expect_free(kc_map_remove(c->expect, name));
     pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- expectations ----
+ * A node's reconcile reads the node and its pods from the caches, which show the operator's own
+ * writes only once their watch events arrive. A reconcile in between (another pod of the node
+ * changed) saw the old state and wrote the same labels and created the same pods again: under
+ * load, a third of all requests. So each reconcile that writes records what it wrote, and until
+ * the caches show it the next reconcile sees the node and its pods with those writes applied
+ * (as client-go's mutation cache does). An expectation is dropped once the caches show it, or
+ * after EXPECT_MS: a write someone else overtook is then seen as it is. */
+#define EXPECT_MS 10000
+
+typedef struct op_expect {
+    uint64_t id; /* tells a replaced expectation from the one read */
+    uint64_t deadline_ms;
+    json_t *labels;      /* label → value (null: removed) */
+    json_t *annotations; /* the same for annotations */
+    json_t *created;     /* pods created (identity, labels, annotations, node): they must be
+                          * in the cache */
+    json_t *deleted;     /* names of pods deleted: gone from the cache, or terminating */
+} op_expect;
+
+void op_expect_free(void *p)
+{
+    op_expect *e = p;
+    if (!e)
+        return;
+    json_decref(e->labels);
+    json_decref(e->annotations);
+    json_decref(e->created);
+    json_decref(e->deleted);
+    free(e);
+}
+
+/* Whether the cached values of the keys in want (those the cache keeps) match it. */
+static bool shows(const json_t *have, const json_t *want, bool (*cached)(const char *key))
+{
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)want, k, v)
+    {
+        if (!cached(k))
+            continue;
+        const json_t *h = json_object_get(have, k);
+        if (json_is_null(v) ? h != NULL : !h || !json_equal(h, v))
+            return false;
+    }
+    return true;
+}
+
+static const json_t *pod_named(const json_t *pods, const char *name, size_t *at)
+{
+    size_t i;
+    const json_t *p;
+    json_array_foreach(pods, i, p)
+    {
+        const char *n = str_at(json_object_get(p, "metadata"), "name", NULL);
+        if (n && name && !strcmp(n, name)) {
+            if (at)
+                *at = i;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static bool terminating(const json_t *pod)
+{
+    return json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp") != NULL;
+}
+
+/* Sets obj.metadata.<field>[k] = v for each k, v of want (null removes k). */
+static void apply_map(json_t *obj, const char *field, const json_t *want)
+{
+    json_t *meta = json_object_get(obj, "metadata");
+    json_t *m = json_object_get(meta, field);
+    if (!json_is_object(m) && json_object_size(want)) {
+        m = json_object();
+        json_object_set_new(meta, field, m);
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)want, k, v)
+    {
+        if (json_is_null(v))
+            json_object_del(m, k);
+        else
+            json_object_set(m, k, v);
+    }
+}
+
+/* Applies the node's writes the caches do not show yet to *node and pods (both the caller's:
+ * *node may be replaced by a changed copy; pods elements are replaced, never changed), or
+ * drops the expectation once they show all of it, or once it is too old. The caches are read
+ * without c->mu held (kc_informer_foreach takes the cache lock, then c->mu). Returns false only
+ * when out of memory. */
+static bool overlay_expected(op_controller *c, const char *name, json_t **node, json_t *pods)
+{
+    pthread_mutex_lock(&c->mu);
+    op_expect *e = kc_map_get(c->expect, name);
+    op_expect x = {0};
+    if (e)
+        x = (op_expect){e->id,
+                        e->deadline_ms,
+                        json_incref(e->labels),
+                        json_incref(e->annotations),
+                        json_incref(e->created),
+                        json_incref(e->deleted)};
+    pthread_mutex_unlock(&c->mu);
+    if (!e)
+        return true;
+    bool ok = true, pending = wall_ms() < x.deadline_ms;
+    if (pending) {
+        const json_t *meta = json_object_get(*node, "metadata");
+        bool node_shows =
+            shows(json_object_get(meta, "labels"), x.labels, op_node_label_cached) &&
+            shows(json_object_get(meta, "annotations"), x.annotations, op_node_annotation_cached);
+        bool pods_show = true;
+        size_t i, at;
+        json_t *p;
+        json_array_foreach(x.created, i, p)
+        {
+            if (pod_named(pods, str_at(json_object_get(p, "metadata"), "name", NULL), NULL))
+                continue;
+            pods_show = false;
+            if (json_array_append(pods, p))
+                ok = false;
+        }
+        json_array_foreach(x.deleted, i, p)
+        {
+            const json_t *have = pod_named(pods, json_string_value(p), &at);
+            if (!have || terminating(have))
+                continue;
+            pods_show = false;
+            json_t *gone = json_copy((json_t *)have);
+            json_t *meta_copy = gone ? json_copy(json_object_get(gone, "metadata")) : NULL;
+            if (!meta_copy ||
+                json_object_set_new(meta_copy, "deletionTimestamp", json_string("deleting")) ||
+                json_object_set_new(gone, "metadata", meta_copy) ||
+                json_array_set(pods, at, gone)) {
+                ok = false;
+                if (!gone)
+                    json_decref(meta_copy);
+            }
+            json_decref(gone);
+        }
+        if (!node_shows) {
+            json_t *copy = json_deep_copy(*node);
+            if (copy) {
+                apply_map(copy, "labels", x.labels);
+                apply_map(copy, "annotations", x.annotations);
+                json_decref(*node);
+                *node = copy;
+            } else {
+                ok = false;
+            }
+        }
+        pending = !node_shows || !pods_show;
+    }
+    if (!pending) {
+        pthread_mutex_lock(&c->mu);
+        op_expect *now = kc_map_get(c->expect, name);
+        if (now && now->id == x.id) /* not replaced meanwhile */
+            op_expect_free(kc_map_remove(c->expect, name));
+        pthread_mutex_unlock(&c->mu);
+    }
+    json_decref(x.labels);
+    json_decref(x.annotations);
+    json_decref(x.created);
+    json_decref(x.deleted);
+    return ok;
+}
+
+/* Records what this reconcile wrote. Out of memory only loses the protection against a
+ * duplicate write. */
+static void expect(op_controller *c, const char *name, const json_t *labels,
+                   const json_t *annotations, json_t *created, json_t *deleted)
+{
+    if (!json_object_size(labels) && !json_object_size(annotations) && !json_array_size(created) &&
+        !json_array_size(deleted))
+        return;
+    op_expect *e = calloc(1, sizeof(*e));
+    if (!e)
+        return;
+    e->deadline_ms = wall_ms() + EXPECT_MS;
+    e->labels = json_incref((json_t *)labels);
+    e->annotations = json_incref((json_t *)annotations);
+    e->created = json_incref(created);
+    e->deleted = json_incref(deleted);
+    static uint64_t next_id;
+    void *old = NULL;
+    pthread_mutex_lock(&c->mu);
+    e->id = ++next_id;
+    if (kc_map_put(c->expect, name, e, &old) != KC_OK)
+        op_expect_free(e);
+    pthread_mutex_unlock(&c->mu);
+    op_expect_free(old);
 }
 
 /* Events for the transitions a user cares about, on the Node. */
@@ -173,7 +382,7 @@ static kc_code node_patch(op_controller *c, const char *name, json_t *patch, kc_
  * uncordon. autoUpgrade false only marks nodes upgrade-required (the user deletes the pods).
  * Returns a requeue delay or -1. */
 static long driver_upgrade(op_controller *c, const json_t *node, const json_t *policy,
-                           const json_t *driver_pod, const op_gate_out *gate, bool *wrote)
+                           const json_t *driver_pod, const op_gate_out *gate, uint64_t *wrote)
 {
     const json_t *spec = json_object_get(policy, "spec");
     if (!op_spec_enabled(spec, "driver", true))
@@ -223,7 +432,7 @@ static long driver_upgrade(op_controller *c, const json_t *node, const json_t *p
             kc_code rc =
                 kc_delete(c->api, &KC_RES_PODS, c->ns, str_at(driver_pod, "metadata", "name"),
                           KC_PROPAGATE_BACKGROUND, NULL, &err);
-            *wrote = true;
+            first_write(wrote);
             if (rc != KC_OK && rc != KC_ENOTFOUND)
                 kc_warn("driver upgrade: cannot delete the driver pod", "node=%s err=\"%s\"", name,
                         err.msg);
@@ -250,7 +459,7 @@ static long driver_upgrade(op_controller *c, const json_t *node, const json_t *p
         json_object_set_new(patch, "metadata", meta);
     }
     json_object_set_new(meta, "labels", json_pack("{s:s}", UPGRADE_LABEL, next));
-    *wrote = true;
+    first_write(wrote);
     if (node_patch(c, name, patch, &err) != KC_OK) {
         kc_warn("driver upgrade: cannot update the node", "node=%s err=\"%s\"", name, err.msg);
         if (!strcmp(next, "cordon-required")) {
@@ -271,9 +480,9 @@ static long driver_upgrade(op_controller *c, const json_t *node, const json_t *p
     return 200;
 }
 
-long op_reconcile_node(op_controller *c, const char *name, bool *wrote)
+long op_reconcile_node(op_controller *c, const char *name, uint64_t *wrote)
 {
-    *wrote = false;
+    *wrote = 0;
     json_t *node = kc_informer_get(c->nodes, NULL, name);
     if (!node && kc_informer_has(c->nodes, NULL, name))
         return 1000; /* cached but could not be read: out of memory */
@@ -304,7 +513,7 @@ long op_reconcile_node(op_controller *c, const char *name, bool *wrote)
     }
     gp.backoff_base_ms = c->o.validation_backoff_ms;
     pods = op_node_pods(c, name);
-    if (!pods) {
+    if (!pods || !overlay_expected(c, name, &node, pods)) {
         again = 1000;
         goto done;
     }
@@ -332,31 +541,38 @@ long op_reconcile_node(op_controller *c, const char *name, bool *wrote)
     long up = driver_upgrade(c, node, policy, in.stage[OP_STAGE_DRIVER].operand_pod, &out, wrote);
     if (up >= 0 && (again < 0 || up < again))
         again = up;
+    bool labelled = false;
     if (json_object_size(out.labels) > 0 || json_object_size(out.annotations) > 0) {
         json_t *patch = json_pack("{s:{s:O, s:O}}", "metadata", "labels", out.labels, "annotations",
                                   out.annotations);
-        *wrote = true;
+        first_write(wrote);
         if (!patch) {
             again = 1000;
         } else if (kc_patch(c->api, &KC_RES_NODES, NULL, name, KC_PATCH_MERGE, patch, NULL, NULL,
                             &err) != KC_OK) {
             kc_warn("cannot label node", "node=%s err=\"%s\"", name, err.msg);
             again = 1000;
+        } else {
+            labelled = true;
         }
         json_decref(patch);
     }
+    json_t *created = json_array(), *deleted = json_array();
     json_array_foreach(out.remove, i, p)
     {
+        first_write(wrote);
         kc_code rc = kc_delete(c->api, &KC_RES_PODS, c->ns, json_string_value(p),
                                KC_PROPAGATE_BACKGROUND, NULL, &err);
-        if (rc != KC_OK && rc != KC_ENOTFOUND)
+        if (rc == KC_OK || rc == KC_ENOTFOUND)
+            json_array_append(deleted, (json_t *)p);
+        else
             kc_warn("cannot delete a validation pod", "pod=%s err=\"%s\"", json_string_value(p),
                     err.msg);
     }
     json_array_foreach(out.create, i, p)
     {
+        first_write(wrote);
         kc_code rc = kc_create(c->api, &KC_RES_PODS, c->ns, p, NULL, &err);
-        *wrote = true;
         if (rc == KC_OK)
             kc_info("validation pod created", "node=%s pod=%s", name,
                     str_at(p, "metadata", "name"));
@@ -364,7 +580,22 @@ long op_reconcile_node(op_controller *c, const char *name, bool *wrote)
             kc_warn("cannot create a validation pod", "node=%s err=\"%s\"", name, err.msg);
             again = 2000;
         }
+        /* What the gate reads of a pod just created: its identity, labels, annotations (the
+         * validation key) and node; the whole spec is not kept. */
+        const json_t *m = json_object_get(p, "metadata");
+        if (rc == KC_OK || rc == KC_EALREADYEXISTS)
+            json_array_append_new(
+                created,
+                json_pack("{s:{s:O*, s:O*, s:O*, s:O*}, s:{s:O*}}", "metadata", "name",
+                          json_object_get(m, "name"), "namespace", json_object_get(m, "namespace"),
+                          "labels", json_object_get(m, "labels"), "annotations",
+                          json_object_get(m, "annotations"), "spec", "nodeName",
+                          json_object_get(json_object_get(p, "spec"), "nodeName")));
     }
+    expect(c, name, labelled ? out.labels : NULL, labelled ? out.annotations : NULL, created,
+           deleted);
+    json_decref(created);
+    json_decref(deleted);
     if (out.phase == OP_NODE_FAILED && out.stage == OP_STAGE_MIG)
         explain_mig_failure(c, node, policy, &out);
     if (out.requeue_ms >= 0 && (again < 0 || out.requeue_ms < again))

@@ -18,6 +18,7 @@
 #include "kc_rest.h"
 #include "kc_yaml.h"
 #include "ks_crd.h"
+#include "ks_fault.h"
 #include "ks_sim.h"
 #include "ks_store.h"
 #include "ns_fleet.h"
@@ -544,7 +545,7 @@ static long run_step(env *e, step s)
         break;
     case STEP_NODES:
         for (size_t i = 0; i < sizeof(node_names) / sizeof(node_names[0]); i++) {
-            bool wrote;
+            uint64_t wrote;
             long a = op_reconcile_node(e->c, node_names[i], &wrote);
             if (a >= 0 && (again < 0 || a < again))
                 again = a;
@@ -906,4 +907,43 @@ Test(op_torture, every_api_call_fails_in_turn)
 Test(op_torture, allocations_fail_in_turn)
 {
     torture(MODE_ALLOC, env_long("KC_TORTURE_RUNS", RUNNING_ON_VALGRIND ? 1 : 40));
+}
+
+/* The node's writes are remembered until the caches show them: a reconcile that runs before
+ * the watch brings them (another pod of the node changed) must not send the same label patch
+ * and pod creations again. kubesim cuts the operator's node watch and holds its next one for
+ * 3 s, so the node cache stays as it was meanwhile; nothing runs the pods in this cluster, so
+ * nothing else changes. */
+Test(op_torture, no_duplicate_writes_before_the_caches_catch_up)
+{
+    env *e = calloc(1, sizeof(*e));
+    cr_assert_not_null(e);
+    env_up(e);
+    for (int i = 0; i < 2; i++) {
+        run_step(e, STEP_POLICY);
+        settle(e);
+    }
+    json_t *rules =
+        json_pack("{s:[{s:{s:s, s:[s]}, s:s, s:i}, {s:{s:s, s:[s], s:[s]}, s:s, s:i}]}", "rules",
+                  "match", "userAgent", "gpu-operator@torture", "resources", "nodes", "action",
+                  "cutWatch", "afterEvents", 0, "match", "userAgent", "gpu-operator@torture",
+                  "verbs", "watch", "resources", "nodes", "action", "delay", "delayMs", 3000);
+    kc_err err;
+    cr_assert_eq(ks_faults_install(&e->sim, rules, &err), KC_OK, "%s", err.msg);
+    json_decref(rules);
+    usleep(1000 * 1000); /* open streams are cut within 0.5 s */
+    uint64_t first = 0, again = 0;
+    memset(&fh, 0, sizeof(fh));
+    fh.armed = true;
+    op_reconcile_node(e->c, "gpu-0", &first);
+    long calls = fh.count;
+    cr_assert_neq(first, 0, "the first reconcile labels the node");
+    cr_assert_geq(calls, 1, "at least the label patch: %ld requests", calls);
+    op_reconcile_node(e->c, "gpu-0", &again);
+    fh.armed = false;
+    cr_assert_eq(again, 0, "the reconcile before the caches caught up wrote again");
+    cr_assert_eq(fh.count, calls, "%ld more requests", fh.count - calls);
+    ks_faults_clear(&e->sim);
+    env_release(e);
+    reap_all();
 }
