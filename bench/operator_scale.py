@@ -416,6 +416,15 @@ def cmd_analyze(argfile):
     def r(x, nd=1):
         return None if x is None else round(x, nd)
 
+    # The same transitions timed to the reconcile's start (waiting for a worker) and to the API
+    # server's answer to the last write (what the transition costs end to end, server included).
+    parts = {}
+    for part in ("queued", "applied"):
+        h = parse_histogram(m_ready, "gpu_operator_transition_%s_seconds" % part)
+        for q in (50, 99):
+            parts["transition_%s_ms_p%d" % (part, q)] = r(
+                quantile(h, q / 100) * 1000 if h and h[-1][1] else None, 2)
+
     res = {
         "nodes": n,
         "rss_peak_kib": a["rss_peak_kib"],
@@ -440,6 +449,8 @@ def cmd_analyze(argfile):
         "transition_delay_ms_p99_lower_bound": bool(
             hist and quantile(hist, 0.99) is not None and quantile(hist, 0.99) >= finite),
         "transitions_over_top_bucket": int(hist[-1][1] - hist[-2][1]) if len(hist) >= 2 else 0,
+        **parts,
+        "watch_updates_ignored": int(counter(m_ready, "gpu_operator_watch_updates_ignored_total")),
         "rss_settled_anon_kib": a.get("rss_settled_anon_kib"),
         "rss_settled_file_kib": a.get("rss_settled_file_kib"),
         "validation_failures_rollout": failed_validations(evs, a["t_cp"], a["t_ready_poll"]),
@@ -455,7 +466,7 @@ def cmd_analyze(argfile):
         "transition_delay_outside_samples": len(outside),
         "rollout_requests": sum(rollout.values()),
         "rollout_requests_per_node": r(sum(rollout.values()) / n, 2),
-        # Against the operator's client-side limit (200 requests/s, burst 400 in
+        # Against the operator's client-side limit (500 requests/s, burst 1,000 by default in
         # op_controller_new): a rate at the limit means the limiter paced the rollout.
         "rollout_requests_per_s": r(sum(rollout.values()) / max(0.001, t_ready - a["t_cp"]), 1),
         "rollout_requests_by_verb": by_verb(rollout),
@@ -601,6 +612,10 @@ def cmd_report(results_file, outdir, name="latest", opargs=""):
              + str(r.get("transition_delay_ms_p50"))),
             ("delay p99 ms", lambda r: (">" if r.get("transition_delay_ms_p99_lower_bound") else "")
              + str(r.get("transition_delay_ms_p99"))),
+            ("queued p50/p99 ms", lambda r: "%s / %s" % (r.get("transition_queued_ms_p50"),
+                                                         r.get("transition_queued_ms_p99"))),
+            ("applied p50/p99 ms", lambda r: "%s / %s" % (r.get("transition_applied_ms_p50"),
+                                                          r.get("transition_applied_ms_p99"))),
             ("outside p50/p99 ms", lambda r: "%s / %s" % (r.get("transition_delay_outside_ms_p50"),
                                                           r.get("transition_delay_outside_ms_p99"))),
             ("requests", "rollout_requests"), ("req/node", "rollout_requests_per_node"),
@@ -615,10 +630,14 @@ def cmd_report(results_file, outdir, name="latest", opargs=""):
     for r in results:
         lines.append("| " + " | ".join(str(c[1](r) if callable(c[1]) else r.get(c[1]))
                                        for c in cols) + " |")
-    lines += ["", "Transition delays: the operator's gpu_operator_transition_delay_seconds "
-              "histogram, quantiles interpolated linearly within buckets (bounds 0.5, 1.25, "
+    lines += ["", "Transition delays, from the watch event that allowed a node's transition "
+              "(as the operator received it): delay = to the operator's first resulting write "
+              "request (gpu_operator_transition_delay_seconds), queued = to the start of the "
+              "reconcile that made it (waiting for a free worker), applied = to the API server's "
+              "answer to its last write (gpu_operator_transition_applied_seconds: adds the "
+              "server's time). Quantiles interpolated linearly within buckets (bounds 0.5, 1.25, "
               "3.1, 7.8, 19.5, 48.8, 122 ms, ...); outside: the same transitions timed by a "
-              "watch from outside (includes one extra watch delivery).", "",
+              "watch from outside (includes the server's time and one extra watch delivery).", "",
               "| target | measured | result |", "|---|---|---|"]
     lines += ["| %s | %s | %s |" % t for t in tg]
     if png:
