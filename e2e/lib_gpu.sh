@@ -30,6 +30,10 @@ deploy_on() {
 node_label() {
     k get node "$1" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"].get("labels",{}).get(sys.argv[1],""))' "$2"
 }
+# node_labels NODE KEY...: the labels' values from one read of the node, joined with "|".
+node_labels() {
+    k get node "$1" -o json | python3 -c 'import json,sys; l=json.load(sys.stdin)["metadata"].get("labels",{}); print("|".join(l.get(k,"") for k in sys.argv[1:]))' "${@:2}"
+}
 # node_res NODE FIELD RESOURCE: status.capacity / status.allocatable entry ("" when absent).
 node_res() {
     k get node "$1" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"].get(sys.argv[1],{}).get(sys.argv[2],""))' "$2" "$3"

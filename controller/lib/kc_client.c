@@ -398,7 +398,10 @@ kc_code kc__setup_easy(kc_client *c, CURL *h, const kc_request *req, struct curl
      * returns before setting the rest of its defaults (buffer sizes among them), and the next
      * request on the handle breaks. The defaults a request relies on are set here. */
     curl_easy_setopt(h, CURLOPT_BUFFERSIZE, (long)CURL_MAX_WRITE_SIZE);
-    curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, 65536L);
+    /* Over TLS curl copies every request it sends through this buffer, which each handle then
+     * keeps: at the 64 KiB default a process with a dozen watches holds ~0.8 MiB for it.
+     * Request bodies larger than 16 KiB (rare: manifests, a status) go in several writes. */
+    curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, 16384L);
     curl_easy_setopt(h, CURLOPT_MAXAGE_CONN, 118L);
     curl_easy_setopt(h, CURLOPT_MAXCONNECTS, 5L);
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);

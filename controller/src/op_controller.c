@@ -98,32 +98,55 @@ static uint64_t take_event(op_controller *c, const char *key)
     return v;
 }
 
-/* ---- the pod index (node → pod keys of our namespace) ---- */
+/* ---- the pod index (node → names of its pods in our namespace) ----
+ * One block per node, the names NUL-terminated back to back: a node has about ten pods, and a
+ * map per node (slots, a copy of each key) cost three times the memory. */
+
+typedef struct pod_set {
+    size_t len;
+    char names[];
+} pod_set;
+
+/* Offset of name in the set, or -1. */
+static long pod_set_find(const pod_set *s, const char *name)
+{
+    for (size_t at = 0; s && at < s->len; at += strlen(s->names + at) + 1)
+        if (!strcmp(s->names + at, name))
+            return (long)at;
+    return -1;
+}
 
 static void index_pod(op_controller *c, const json_t *pod, bool add)
 {
     const char *node = str_at(pod, "spec", "nodeName");
-    if (!node)
+    const char *name = str_at(pod, "metadata", "name");
+    if (!node || !name)
         return;
-    char *key = kc_informer_key(pod);
-    if (!key)
-        return;
+    size_t n = strlen(name) + 1;
     pthread_mutex_lock(&c->mu);
-    kc_map *set = kc_map_get(c->pods_by_node, node);
-    if (add) {
-        if (!set && (set = kc_map_new()) && kc_map_put(c->pods_by_node, node, set, NULL) != KC_OK) {
-            kc_map_free(set, NULL);
-            set = NULL;
+    pod_set *set = kc_map_get(c->pods_by_node, node);
+    long at = pod_set_find(set, name);
+    if (add && at < 0) {
+        size_t len = set ? set->len : 0;
+        pod_set *grown = realloc(set, sizeof(*grown) + len + n);
+        if (grown) {
+            memcpy(grown->names + len, name, n);
+            grown->len = len + n;
+            if (grown != set && kc_map_put(c->pods_by_node, node, grown, NULL) != KC_OK) {
+                /* set (if any) was moved by realloc and is still in the map */
+                if (set)
+                    kc_map_remove(c->pods_by_node, node);
+                free(grown);
+            }
         }
-        if (set)
-            kc_map_put(set, key, (void *)1, NULL);
-    } else if (set) {
-        kc_map_remove(set, key);
-        if (kc_map_size(set) == 0)
-            kc_map_free(kc_map_remove(c->pods_by_node, node), NULL);
+    } else if (!add && at >= 0) {
+        size_t rest = set->len - (size_t)at - n;
+        memmove(set->names + at, set->names + at + n, rest);
+        set->len -= n;
+        if (!set->len)
+            free(kc_map_remove(c->pods_by_node, node));
     }
     pthread_mutex_unlock(&c->mu);
-    free(key);
     char nk[300];
     snprintf(nk, sizeof(nk), OP_NODE_PREFIX "%s", node);
     mark_event(c, nk);
@@ -133,39 +156,21 @@ static void index_pod(op_controller *c, const json_t *pod, bool add)
 json_t *op_node_pods(op_controller *c, const char *node)
 {
     json_t *out = json_array();
-    char **keys = NULL;
-    size_t n = 0;
+    pod_set *copy = NULL;
     pthread_mutex_lock(&c->mu);
-    kc_map *set = kc_map_get(c->pods_by_node, node);
-    bool oom = !out || (set && !(keys = calloc(kc_map_size(set) + 1, sizeof(*keys))));
-    if (keys) {
-        size_t pos = 0;
-        const char *k;
-        while (kc_map_next(set, &pos, &k, NULL))
-            if (!(keys[n++] = strdup(k)))
-                oom = true;
-    }
+    const pod_set *set = kc_map_get(c->pods_by_node, node);
+    bool oom = !out || (set && !(copy = malloc(sizeof(*set) + set->len)));
+    if (copy)
+        memcpy(copy, set, sizeof(*set) + set->len);
     pthread_mutex_unlock(&c->mu);
+    for (size_t at = 0; !oom && copy && at < copy->len; at += strlen(copy->names + at) + 1) {
+        json_t *p = kc_informer_get(c->pods, c->ns, copy->names + at);
+        if (p ? json_array_append_new(out, p) != 0
+              : kc_informer_has(c->pods, c->ns, copy->names + at))
+            oom = true; /* not a pod deleted meanwhile */
+    }
+    free(copy);
     if (oom) { /* NULL rather than a list missing pods */
-        for (size_t i = 0; i < n; i++)
-            free(keys[i]);
-        free(keys);
-        json_decref(out);
-        return NULL;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char *slash = keys[i] ? strchr(keys[i], '/') : NULL;
-        if (slash) {
-            *slash = '\0';
-            json_t *p = kc_informer_get(c->pods, keys[i], slash + 1);
-            if (p ? json_array_append_new(out, p) != 0
-                  : kc_informer_has(c->pods, keys[i], slash + 1))
-                oom = true; /* not a pod deleted meanwhile */
-        }
-        free(keys[i]);
-    }
-    free(keys);
-    if (oom) {
         json_decref(out);
         return NULL;
     }
@@ -547,8 +552,11 @@ static void on_tick(uv_timer_t *t)
  * the RSS for good. Trimming takes a millisecond or so. */
 static void on_trim(uv_timer_t *t)
 {
-    (void)t;
+    op_controller *c = t->data;
+    op_expect_sweep(c, 0);
     malloc_trim(0);
+    if (c->m_dict)
+        kc_gauge_set(c->m_dict, (double)kc_pack_dict_entries(c->pack));
 }
 
 static void on_stop(uv_async_t *a)
@@ -608,6 +616,8 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     c->admitted = kc_map_new();
     c->expect = kc_map_new();
     c->pods_by_node = kc_map_new();
+    c->pack = kc_pack_dict_new(KC_PACK_DICT_MAX);
+    c->pack_codec = kc_pack_codec(c->pack);
     c->ds_by_state = json_object();
     c->kinds = calloc(N_KINDS, sizeof(*c->kinds));
     pthread_mutex_init(&c->mu, NULL);
@@ -616,7 +626,7 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     atomic_init(&c->gpu_nodes, 0);
     kc_code rc = KC_OK;
     if (!c->ns || !c->workers || !c->results || !c->event_at || !c->admitted || !c->expect ||
-        !c->pods_by_node || !c->ds_by_state || !c->kinds) {
+        !c->pods_by_node || !c->pack || !c->ds_by_state || !c->kinds) {
         rc = kc_err_set(err, KC_ENOMEM, "out of memory");
         goto fail;
     }
@@ -664,6 +674,11 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
                                "(no reconcile queued)",
                                NULL, &ig, NULL) == KC_OK)
             c->m_ignored = kc_metric_with(ig, NULL);
+        kc_metric *dict = NULL;
+        if (kc_metrics_gauge(opts->metrics, "gpu_operator_cache_dictionary_strings",
+                             "distinct strings the node and pod caches share (bounded at 65536)",
+                             NULL, &dict, NULL) == KC_OK)
+            c->m_dict = kc_metric_with(dict, NULL);
     }
     /* Events about cluster-scoped objects (Nodes, the ClusterPolicy) must live in "default": the
      * API server refuses an involvedObject without namespace in any other namespace. */
@@ -689,6 +704,7 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
     uv_timer_init(&c->loop, &c->tick);
     c->tick.data = c;
     uv_timer_init(&c->loop, &c->trim);
+    c->trim.data = c;
     uv_timer_start(&c->trim, on_trim, 10000, 10000);
     if ((rc = kc_client_attach_loop(c->watch, &c->loop, err)) != KC_OK)
         goto out;
@@ -696,18 +712,15 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
     kc_informer_handlers nh = {on_node_add, on_node_upd, on_node_del, c};
     kc_informer_handlers podh = {on_pod_add, on_pod_upd, on_pod_del, c};
     kc_informer_handlers oh = {on_owned, on_owned_upd, on_owned, c};
-    /* Nodes and pods are the caches that grow with the fleet: they keep compact JSON text (one
-     * allocation per object instead of one per value) and list in pages of 100 (a page's parse
-     * tree is the operator's peak memory at sync). */
-    kc_informer_opts no = {.transform = node_transform,
-                           .name = "nodes",
-                           .codec = &kc_informer_json_text_codec,
-                           .page_size = 100};
+    /* Nodes and pods are the caches that grow with the fleet: they keep packed records (one
+     * allocation per object instead of one per value, keys and recurring strings shared, UIDs
+     * and timestamps in binary: about a quarter of the compact JSON text) and list in pages of
+     * 100 (a page's parse tree is the operator's peak memory at sync). */
+    kc_informer_opts no = {
+        .transform = node_transform, .name = "nodes", .codec = &c->pack_codec, .page_size = 100};
     kc_informer_opts owned = {.label_selector = OP_MANAGED_LABEL "=" OP_MANAGED_VALUE};
-    kc_informer_opts po = {.transform = pod_transform,
-                           .name = "pods",
-                           .codec = &kc_informer_json_text_codec,
-                           .page_size = 100};
+    kc_informer_opts po = {
+        .transform = pod_transform, .name = "pods", .codec = &c->pack_codec, .page_size = 100};
     if ((rc = kc_informer_new(c->watch, &c->loop, &KC_RES_CLUSTERPOLICIES, NULL, &ph, NULL,
                               &c->policies, err)) != KC_OK ||
         (rc = kc_informer_new(c->watch, &c->loop, &KC_RES_NODES, NULL, &nh, &no, &c->nodes, err)) !=
@@ -778,20 +791,15 @@ void op_controller_free(op_controller *c)
     kc_workqueue_free(c->q);
     kc_client_free(c->api);
     kc_client_free(c->watch);
-    kc_map_free(c->results, free);
+    kc_map_free(c->results, op_node_result_free);
     kc_map_free(c->event_at, free);
     kc_map_free(c->admitted, NULL);
     kc_map_free(c->expect, op_expect_free);
-    if (c->pods_by_node) {
-        size_t pos = 0;
-        void *v;
-        while (kc_map_next(c->pods_by_node, &pos, NULL, &v))
-            kc_map_free(v, NULL);
-        kc_map_free(c->pods_by_node, NULL);
-    }
+    kc_map_free(c->pods_by_node, free);
     json_decref(c->policy);
     json_decref(c->last_spec);
     json_decref(c->ds_by_state);
+    kc_pack_dict_free(c->pack);
     pthread_mutex_destroy(&c->mu);
     free(c->kinds);
     free(c->workers);

@@ -9,6 +9,7 @@
 
 #include "kc_events.h"
 #include "kc_informer.h"
+#include "kc_pack.h"
 #include "kc_map.h"
 #include "kc_rest.h"
 #include "kc_workqueue.h"
@@ -30,8 +31,12 @@ typedef struct op_kind {
 typedef struct op_node_result {
     op_node_phase phase;
     int stage;
-    char reason[512];
+    char *reason; /* owned; NULL reads as "" (one per node: sized to fit, not a fixed buffer) */
 } op_node_result;
+
+/* The reason, never NULL; and the map's free function for results. */
+const char *op_node_result_reason(const op_node_result *r);
+void op_node_result_free(void *r);
 
 struct op_controller {
     op_controller_opts o;
@@ -59,7 +64,7 @@ struct op_controller {
     char render_error[512];
     json_t *ds_by_state;  /* state name → array of DaemonSet names rendered */
     kc_map *results;      /* node name → op_node_result* */
-    kc_map *pods_by_node; /* node name → kc_map of pod keys */
+    kc_map *pods_by_node; /* node name → pod_set: names of its pods in our namespace */
 
     /* metrics */
     kc_series *m_gpu_nodes, *m_status, *m_reconciles, *m_failed, *m_last_success, *m_nfd;
@@ -71,6 +76,11 @@ struct op_controller {
     kc_map *event_at;     /* node key → first unprocessed event time (boxed ms), under mu */
     kc_map *admitted;     /* nodes admitted to a driver upgrade, not yet seen so in the cache */
     kc_map *expect;       /* node name → op_expect*: own writes the caches have not shown yet */
+    kc_series *m_dict;    /* strings in the node and pod caches' shared dictionary */
+
+    /* The node and pod caches keep packed records over one string dictionary. */
+    kc_pack_dict *pack;
+    kc_informer_codec pack_codec;
 };
 
 /* Node labels and annotations the node cache keeps (the others are dropped on arrival). */
@@ -90,6 +100,9 @@ op_kind *op_kind_find(op_controller *c, const char *api_version, const char *kin
 long op_reconcile_node(op_controller *c, const char *name, uint64_t *wrote);
 /* Frees an op_expect (kc_map_free callback). */
 void op_expect_free(void *e);
+/* Drops the expectations past their deadline ahead_ms from now (a node not reconciled again
+ * would keep its last one); returns how many. */
+size_t op_expect_sweep(op_controller *c, uint64_t ahead_ms);
 /* Pods of the operator's namespace on a node (new array of new references; NULL when out of
  * memory). */
 json_t *op_node_pods(op_controller *c, const char *node);

@@ -35,12 +35,27 @@ static void first_write(uint64_t *at)
     *at = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Records the node's result; returns the previous one (or a zero result) in *prev. */
+const char *op_node_result_reason(const op_node_result *r)
+{
+    return r->reason ? r->reason : "";
+}
+
+void op_node_result_free(void *r)
+{
+    if (r)
+        free(((op_node_result *)r)->reason);
+    free(r);
+}
+
+/* Records the node's result; returns the previous one (or a zero result) in *prev, whose
+ * reason the caller frees. */
 static void set_result(op_controller *c, const char *name, const op_gate_out *out,
                        op_node_result *prev)
 {
     memset(prev, 0, sizeof(*prev));
     prev->stage = -2;
+    /* An empty reason (the usual case) takes no allocation; a failed copy reads as empty. */
+    char *reason = out->reason[0] ? strdup(out->reason) : NULL;
     pthread_mutex_lock(&c->mu);
     op_node_result *r = kc_map_get(c->results, name);
     if (r)
@@ -52,15 +67,17 @@ static void set_result(op_controller *c, const char *name, const op_gate_out *ou
     if (r) {
         r->phase = out->phase;
         r->stage = out->stage;
-        snprintf(r->reason, sizeof(r->reason), "%s", out->reason);
+        r->reason = reason;
+        reason = NULL;
     }
     pthread_mutex_unlock(&c->mu);
+    free(reason);
 }
 
 static void drop_result(op_controller *c, const char *name)
 {
     pthread_mutex_lock(&c->mu);
-    free(kc_map_remove(c->results, name));
+    op_node_result_free(kc_map_remove(c->results, name));
     op_expect_free(kc_map_remove(c->expect, name));
     pthread_mutex_unlock(&c->mu);
 }
@@ -236,6 +253,31 @@ static bool overlay_expected(op_controller *c, const char *name, json_t **node, 
     return ok;
 }
 
+size_t op_expect_sweep(op_controller *c, uint64_t ahead_ms)
+{
+    uint64_t now = wall_ms() + ahead_ms;
+    size_t n = 0;
+    pthread_mutex_lock(&c->mu);
+    /* The map cannot change under its iteration: collect the expired ones, then remove them. */
+    const char **gone = malloc((kc_map_size(c->expect) + 1) * sizeof(*gone));
+    size_t pos = 0;
+    const char *name;
+    void *v;
+    while (gone && kc_map_next(c->expect, &pos, &name, &v))
+        if (((op_expect *)v)->deadline_ms <= now)
+            gone[n++] = name;
+    for (size_t i = 0; i < n; i++) {
+        /* the key is freed with its entry: copy it first */
+        char *key = strdup(gone[i]);
+        if (key)
+            op_expect_free(kc_map_remove(c->expect, key));
+        free(key);
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(gone);
+    return n;
+}
+
 /* Records what this reconcile wrote. Out of memory only loses the protection against a
  * duplicate write. */
 static void expect(op_controller *c, const char *name, const json_t *labels,
@@ -267,7 +309,7 @@ static void node_events(op_controller *c, const json_t *node, const json_t *poli
                         const op_node_result *prev, const op_gate_out *out)
 {
     if (prev->phase == out->phase && prev->stage == out->stage &&
-        (out->phase != OP_NODE_FAILED || !strcmp(prev->reason, out->reason)))
+        (out->phase != OP_NODE_FAILED || !strcmp(op_node_result_reason(prev), out->reason)))
         return;
     const char *name = str_at(node, "metadata", "name");
     switch (out->phase) {
@@ -603,8 +645,10 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t *wrote)
     op_node_result prev;
     set_result(c, name, &out, &prev);
     node_events(c, node, policy, &prev, &out);
-    if (prev.phase != out.phase || prev.stage != out.stage || strcmp(prev.reason, out.reason))
+    if (prev.phase != out.phase || prev.stage != out.stage ||
+        strcmp(op_node_result_reason(&prev), out.reason))
         kc_workqueue_add_after(c->q, OP_KEY_STATUS, 100);
+    free(prev.reason);
 done:
     op_gate_out_clear(&out);
     free(vimg);

@@ -119,10 +119,10 @@ static void aggregate(op_controller *c, agg *a)
         if (r->phase != OP_NODE_DONE) {
             json_t *dst = r->phase == OP_NODE_FAILED ? failed : others;
             if (json_array_size(dst) < MAX_BEHIND &&
-                json_array_append_new(dst,
-                                      json_pack("{s:s, s:s, s:s, s:s}", "node", name, "state",
-                                                op_stage_name((op_stage)r->stage), "phase",
-                                                op_node_phase_name(r->phase), "reason", r->reason)))
+                json_array_append_new(dst, json_pack("{s:s, s:s, s:s, s:s}", "node", name, "state",
+                                                     op_stage_name((op_stage)r->stage), "phase",
+                                                     op_node_phase_name(r->phase), "reason",
+                                                     op_node_result_reason(r))))
                 oom = true;
         }
     }

@@ -943,6 +943,13 @@ Test(op_torture, no_duplicate_writes_before_the_caches_catch_up)
     fh.armed = false;
     cr_assert_eq(again, 0, "the reconcile before the caches caught up wrote again");
     cr_assert_eq(fh.count, calls, "%ld more requests", fh.count - calls);
+    /* A node that is not reconciled again does not keep its expectation: the periodic sweep
+     * drops it once it is past its deadline (10 s), and only then. */
+    cr_assert_eq(op_expect_sweep(e->c, 0), 0, "a current expectation was swept");
+    cr_assert_eq(op_expect_sweep(e->c, 10001), 1);
+    pthread_mutex_lock(&e->c->mu);
+    cr_assert_eq(kc_map_size(e->c->expect), 0);
+    pthread_mutex_unlock(&e->c->mu);
     ks_faults_clear(&e->sim);
     env_release(e);
     reap_all();
