@@ -754,15 +754,11 @@ static void *codec_encode(const json_t *obj, void *ud)
 
 static json_t *codec_decode(const void *rec, void *ud)
 {
-    const unsigned char *p = rec;
-    uint64_t n = 0;
-    size_t k = 0;
-    for (unsigned shift = 0; k < 10; shift += 7) {
-        n |= (uint64_t)(p[k] & 0x7f) << shift;
-        if (!(p[k++] & 0x80))
-            break;
-    }
-    return kc_pack_decode(ud, p + k, (size_t)n, NULL, 0);
+    rd r = {.p = rec, .n = 10}; /* the length takes at most 10 bytes */
+    uint64_t n;
+    if (!get_varint(&r, &n))
+        return NULL;
+    return kc_pack_decode(ud, r.p + r.at, (size_t)n, NULL, 0);
 }
 
 kc_informer_codec kc_pack_codec(kc_pack_dict *d)

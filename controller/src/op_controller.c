@@ -63,7 +63,7 @@ op_kind *op_kind_find(op_controller *c, const char *api_version, const char *kin
     return NULL;
 }
 
-static uint64_t mono_ms(void)
+uint64_t op_mono_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -79,7 +79,7 @@ static void mark_event(op_controller *c, const char *key)
     if (!kc_map_get(c->event_at, key)) {
         uint64_t *t = malloc(sizeof(*t));
         if (t) {
-            *t = mono_ms();
+            *t = op_mono_ms();
             if (kc_map_put(c->event_at, key, t, NULL) != KC_OK)
                 free(t);
         }
@@ -487,13 +487,13 @@ static void *worker(void *arg)
             kind = "status";
             again = op_reconcile_status(c);
         } else if (!strncmp(key, OP_NODE_PREFIX, strlen(OP_NODE_PREFIX))) {
-            uint64_t ev = take_event(c, key), start = mono_ms(), wrote = 0;
+            uint64_t ev = take_event(c, key), start = op_mono_ms(), wrote = 0;
             again = op_reconcile_node(c, key + strlen(OP_NODE_PREFIX), &wrote);
             /* A transition, timed from the event that allowed it: to its reconcile's start
              * (waiting for a worker), to the first write sent (the operator's share), and to
              * the last write acknowledged (adds the API server's time). */
             if (wrote && ev && c->m_delay) {
-                uint64_t end = mono_ms();
+                uint64_t end = op_mono_ms();
                 kc_histogram_observe(c->m_queued, (double)(start - ev) / 1000.0);
                 kc_histogram_observe(c->m_delay, (double)(wrote - ev) / 1000.0);
                 kc_histogram_observe(c->m_applied, (double)(end - ev) / 1000.0);

@@ -98,6 +98,8 @@ op_kind *op_kind_find(op_controller *c, const char *api_version, const char *kin
 /* *wrote: when the reconcile sent its first write to the API server (labels, pods;
  * CLOCK_MONOTONIC ms), 0 when it wrote nothing. */
 long op_reconcile_node(op_controller *c, const char *name, uint64_t *wrote);
+/* CLOCK_MONOTONIC in milliseconds (transition timings). */
+uint64_t op_mono_ms(void);
 /* Frees an op_expect (kc_map_free callback). */
 void op_expect_free(void *e);
 /* Drops the expectations past their deadline ahead_ms from now (a node not reconciled again

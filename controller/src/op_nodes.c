@@ -28,11 +28,8 @@ static uint64_t wall_ms(void)
 /* Notes the time the reconcile's first write is sent (CLOCK_MONOTONIC, ms). */
 static void first_write(uint64_t *at)
 {
-    if (*at)
-        return;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    *at = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    if (!*at)
+        *at = op_mono_ms();
 }
 
 const char *op_node_result_reason(const op_node_result *r)
