@@ -12,6 +12,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <poll.h>
 
 #include "kc_client_int.h"
 #include "kc_log.h"
@@ -24,21 +26,6 @@
 #define KC_TOKEN_MAX (64 * 1024)
 /* Longest Retry-After we honour; a server asking for more gets this. */
 #define KC_RETRY_AFTER_MAX_S 300
-
-static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-static CURLcode global_rc;
-
-static void global_init(void)
-{
-    global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void sleep_ms(long ms)
 {
@@ -80,56 +67,26 @@ static char *dup_pem(const char *s, size_t len, size_t *out_len, bool *ok)
     return d;
 }
 
-/* Derives url_base/connect_to/host_header when a TLS server name overrides the verified name:
- * curl verifies the certificate against the URL's host, so the URL carries the override while
- * CONNECT_TO sends the connection to the real address and a Host header keeps the real host. */
-static kc_code setup_server_name(kc_client *c, kc_err *err)
+/* Parses the server URL and derives what every request needs: the Host header, the port, and
+ * the address the certificate must name when the server is addressed by IP. With a TLS server
+ * name the connection still goes to the URL's host (and Host keeps it), but the certificate is
+ * verified against, and SNI carries, the override. */
+static kc_code setup_server(kc_client *c, kc_err *err)
 {
-    kc_code code = KC_OK;
-    char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL;
-    CURLU *u = curl_url();
-    if (!u)
-        return kc_err_set(err, KC_ENOMEM, "out of memory parsing the server URL");
-    if (curl_url_set(u, CURLUPART_URL, c->server, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
-        code = kc_err_set(err, KC_ECONFIG, "server URL \"%s\" (from %s) is not a valid http(s) URL",
-                          c->server, c->source ? c->source : "the configuration");
-        goto cleanup;
-    }
-    bool ok = true;
-    if (!c->tls_server_name || strcmp(scheme, "https") != 0 ||
-        strcmp(c->tls_server_name, host) == 0) {
-        ok = (c->url_base = strdup(c->server)) != NULL;
-    } else {
-        /* Keep a path prefix (API servers behind a proxy) in the rewritten URL. */
-        ok = curl_url_get(u, CURLUPART_PATH, &path, 0) == CURLUE_OK;
-        size_t n = strlen(c->tls_server_name) + strlen(host) + 2 * strlen(port) +
-                   (path ? strlen(path) : 0) + 32;
-        if (ok && (c->url_base = malloc(n)) && (c->connect_to = malloc(n)) &&
-            (c->host_header = malloc(n))) {
-            snprintf(c->url_base, n, "https://%s:%s%s", c->tls_server_name, port, path);
-            snprintf(c->connect_to, n, "%s:%s:%s:%s", c->tls_server_name, port, host, port);
-            snprintf(c->host_header, n, "Host: %s:%s", host, port);
-            c->connect_to_list = curl_slist_append(NULL, c->connect_to);
-        }
-        ok = ok && c->url_base && c->connect_to && c->host_header && c->connect_to_list;
-    }
-    if (!ok) {
-        code = kc_err_set(err, KC_ENOMEM, "out of memory copying the server URL");
-        goto cleanup;
-    }
-    size_t len = strlen(c->url_base);
-    while (len && c->url_base[len - 1] == '/')
-        c->url_base[--len] = '\0'; /* request paths carry their own leading slash */
-cleanup:
-    curl_free(scheme);
-    curl_free(host);
-    curl_free(port);
-    curl_free(path);
-    curl_url_cleanup(u);
-    return code;
+    kc_err e;
+    kc_err_clear(&e);
+    if (kc_url_parse(c->server, &c->url, &e) != KC_OK)
+        return kc_err_set(err, KC_ECONFIG, "server URL (from %s): %s", c->source, e.msg);
+    if (!kc_url_authority(&c->url, c->authority, sizeof(c->authority)))
+        return kc_err_set(err, KC_ECONFIG, "server URL \"%.200s\" (from %s): host too long",
+                          c->server, c->source);
+    snprintf(c->port_str, sizeof(c->port_str), "%d", c->url.port);
+    const char *vname = c->tls_server_name ? c->tls_server_name : c->url.host;
+    if (inet_pton(AF_INET, vname, c->verify_ip) == 1)
+        c->verify_ip_len = 4;
+    else if (inet_pton(AF_INET6, vname, c->verify_ip) == 1)
+        c->verify_ip_len = 16;
+    return KC_OK;
 }
 
 kc_code kc_client_new(const kc_config *cfg, const kc_client_opts *opts, kc_client **out,
@@ -144,10 +101,6 @@ kc_code kc_client_new(const kc_config *cfg, const kc_client_opts *opts, kc_clien
         return kc_err_set(err, KC_ECONFIG,
                           "server \"%s\" (from %s) must be an http:// or https:// URL",
                           cfg->server ? cfg->server : "", cfg->source ? cfg->source : "config");
-    pthread_once(&global_once, global_init);
-    if (global_rc != CURLE_OK)
-        return kc_err_set(err, KC_EIO, "curl_global_init failed: %s",
-                          curl_easy_strerror(global_rc));
     kc_client *c = calloc(1, sizeof(*c));
     if (!c)
         return kc_err_set(err, KC_ENOMEM, "out of memory creating the client");
@@ -184,14 +137,14 @@ kc_code kc_client_new(const kc_config *cfg, const kc_client_opts *opts, kc_clien
     o.user_agent = c->user_agent;
     c->opts = o;
     c->lim_tokens = o.burst;
-    c->lim_last_s = now_s();
+    c->lim_last_s = kc__now_s();
     c->rng = (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)c << 16) ^ 0x9e3779b97f4a7c15ULL;
     pthread_mutex_init(&c->mu, NULL);
     if (!ok) {
         kc_client_free(c);
         return kc_err_set(err, KC_ENOMEM, "out of memory copying the configuration");
     }
-    kc_code code = setup_server_name(c, err);
+    kc_code code = setup_server(c, err);
     if (code != KC_OK) {
         kc_client_free(c);
         return code;
@@ -206,7 +159,13 @@ void kc_client_free(kc_client *c)
         return;
     kc__stream_detach(c);
     for (int i = 0; i < c->npool; i++)
-        curl_easy_cleanup(c->pool[i]);
+        kc__conn_close(c->pool[i]);
+    if (c->tls_ready) {
+        mbedtls_ssl_config_free(&c->tls_conf);
+        mbedtls_x509_crt_free(&c->tls_ca);
+        mbedtls_x509_crt_free(&c->tls_cert);
+        mbedtls_pk_free(&c->tls_key);
+    }
     pthread_mutex_destroy(&c->mu);
     free(c->server);
     free(c->ca_pem);
@@ -216,10 +175,6 @@ void kc_client_free(kc_client *c)
     free(c->cert_pem);
     free(c->key_pem);
     free(c->source);
-    free(c->url_base);
-    free(c->connect_to);
-    curl_slist_free_all(c->connect_to_list);
-    free(c->host_header);
     free(c->user_agent);
     free(c->tok_cache);
     free(c);
@@ -249,7 +204,7 @@ long kc__limiter_reserve(kc_client *c)
      * and the caller sleeps until it would have been refilled. Concurrent callers thus queue
      * up fairly without holding the lock while they wait. */
     pthread_mutex_lock(&c->mu);
-    double now = now_s();
+    double now = kc__now_s();
     c->lim_tokens += (now - c->lim_last_s) * c->opts.qps;
     if (c->lim_tokens > c->opts.burst)
         c->lim_tokens = c->opts.burst;
@@ -344,132 +299,80 @@ unlock:
 
 /* ---- request setup ---- */
 
-static bool append_header(struct curl_slist **list, const char *line)
+/* Header values and the request target must not be able to end a line or the request. */
+static bool clean_field(const char *s)
 {
-    struct curl_slist *n = curl_slist_append(*list, line);
-    if (!n)
-        return false;
-    *list = n;
+    for (; s && *s; s++) {
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return false;
+    }
     return true;
 }
 
-kc_code kc__setup_easy(kc_client *c, CURL *h, const kc_request *req, struct curl_slist **hdrs,
-                       char *errbuf, kc_err *err)
+static bool clean_target(const char *s)
 {
-    kc_code code = KC_OK;
-    char *token = NULL, *url = NULL, *line = NULL;
-    *hdrs = NULL;
-    code = token_get(c, &token, err);
-    if (code != KC_OK)
-        return code;
-    size_t ulen = strlen(c->url_base) + strlen(req->path) + 1;
-    url = malloc(ulen);
+    for (; *s; s++) {
+        if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7f)
+            return false;
+    }
+    return true;
+}
+
+kc_code kc__xfer_init(kc_xfer *x, kc_client *c, const kc_request *req, kc_http_body_cb on_body,
+                      void *ud, kc_err *err)
+{
+    memset(x, 0, sizeof(*x));
+    x->c = c;
+    x->on_body = on_body;
+    x->ud = ud;
+    kc_http_parser_init(&x->p, strcmp(req->method, "HEAD") == 0);
     const char *accept = req->accept ? req->accept : "application/json";
     const char *ctype = req->content_type ? req->content_type : "application/json";
-    size_t llen = strlen(accept) + strlen(ctype) + (token ? strlen(token) : 0) + 32;
-    line = malloc(llen);
-    if (!url || !line)
-        goto nomem;
-    snprintf(url, ulen, "%s%s", c->url_base, req->path);
-    snprintf(line, llen, "Accept: %s", accept);
-    if (!append_header(hdrs, line))
-        goto nomem;
+    if (!clean_target(req->path) || !clean_target(req->method) || !clean_field(accept) ||
+        !clean_field(ctype))
+        return kc_err_set(err, KC_EARG,
+                          "%s %s: the method, path and headers must not hold spaces or control "
+                          "characters",
+                          req->method, req->path);
+    char *token = NULL;
+    kc_code code = token_get(c, &token, err);
+    if (code != KC_OK)
+        return code;
+    if (token && !clean_field(token)) {
+        explicit_bzero(token, strlen(token));
+        free(token);
+        return kc_err_set(err, KC_ECONFIG, "the bearer token (from %s) holds control characters",
+                          c->source);
+    }
     bool has_body = req->body != NULL;
-    if (has_body || strcmp(req->method, "POST") == 0 || strcmp(req->method, "PUT") == 0 ||
-        strcmp(req->method, "PATCH") == 0) {
-        snprintf(line, llen, "Content-Type: %s", ctype);
-        if (!append_header(hdrs, line))
-            goto nomem;
+    bool send_length = has_body || strcmp(req->method, "POST") == 0 ||
+                       strcmp(req->method, "PUT") == 0 || strcmp(req->method, "PATCH") == 0;
+    size_t body_len = has_body ? req->body_len : 0;
+    size_t cap = strlen(req->method) + strlen(c->url.path) + strlen(req->path) +
+                 strlen(c->authority) + strlen(c->user_agent) + strlen(accept) + strlen(ctype) +
+                 (token ? strlen(token) : 0) + 160 + body_len;
+    x->out = malloc(cap);
+    if (!x->out) {
+        code = kc_err_set(err, KC_ENOMEM, "out of memory preparing %s %s", req->method, req->path);
+        goto done;
     }
-    if (token) {
-        snprintf(line, llen, "Authorization: Bearer %s", token);
-        bool added = append_header(hdrs, line);
-        explicit_bzero(line, llen);
-        if (!added)
-            goto nomem;
-    }
-    /* No "Expect: 100-continue" round trip before large bodies. */
-    if (!append_header(hdrs, "Expect:") || (c->host_header && !append_header(hdrs, c->host_header)))
-        goto nomem;
-
-    errbuf[0] = '\0';
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-    /* curl_easy_reset (pool_put) cannot report a failure: when one of its allocations fails it
-     * returns before setting the rest of its defaults (buffer sizes among them), and the next
-     * request on the handle breaks. The defaults a request relies on are set here. */
-    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, (long)CURL_MAX_WRITE_SIZE);
-    /* Over TLS curl copies every request it sends through this buffer, which each handle then
-     * keeps: at the 64 KiB default a process with a dozen watches holds ~0.8 MiB for it.
-     * Request bodies larger than 16 KiB (rare: manifests, a status) go in several writes. */
-    curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, 16384L);
-    curl_easy_setopt(h, CURLOPT_MAXAGE_CONN, 118L);
-    curl_easy_setopt(h, CURLOPT_MAXCONNECTS, 5L);
-    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(h, CURLOPT_EXPECT_100_TIMEOUT_MS, 1000L);
-    curl_easy_setopt(h, CURLOPT_HAPPY_EYEBALLS_TIMEOUT_MS, 200L);
-    curl_easy_setopt(h, CURLOPT_HEADEROPT, (long)CURLHEADER_SEPARATE);
-    curl_easy_setopt(h, CURLOPT_SSL_ENABLE_ALPN, 1L);
-    curl_easy_setopt(h, CURLOPT_UPKEEP_INTERVAL_MS, 60000L);
-    /* String options are copied: a failed copy must fail the request, not send another one (a
-     * DELETE whose method was lost is a GET). */
-    if (curl_easy_setopt(h, CURLOPT_URL, url) != CURLE_OK ||
-        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
-        curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent) != CURLE_OK)
-        goto nomem;
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdrs);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->opts.connect_timeout_ms);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 30L);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 10L);
-    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
-    if (strcmp(req->method, "GET") == 0 && !has_body) {
-        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-    } else if (strcmp(req->method, "HEAD") == 0) {
-        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-    } else {
-        if (strcmp(req->method, "POST") != 0 &&
-            curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method) != CURLE_OK)
-            goto nomem;
-        if (has_body || strcmp(req->method, "DELETE") != 0) {
-            /* Copied so that a stream's body outlives the caller's buffer. */
-            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
-                             (curl_off_t)(has_body ? req->body_len : 0));
-            if (curl_easy_setopt(h, CURLOPT_COPYPOSTFIELDS, has_body ? req->body : "") != CURLE_OK)
-                goto nomem;
-        }
-    }
-    if (c->connect_to_list)
-        curl_easy_setopt(h, CURLOPT_CONNECT_TO, c->connect_to_list);
-    if (c->ca_pem) {
-        struct curl_blob blob = {
-            .data = c->ca_pem, .len = c->ca_pem_len, .flags = CURL_BLOB_NOCOPY};
-        curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
-    }
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, c->insecure ? 0L : 1L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, c->insecure ? 0L : 2L);
-    if (c->cert_pem && c->key_pem) {
-        struct curl_blob cert = {
-            .data = c->cert_pem, .len = c->cert_pem_len, .flags = CURL_BLOB_NOCOPY};
-        struct curl_blob key = {
-            .data = c->key_pem, .len = c->key_pem_len, .flags = CURL_BLOB_NOCOPY};
-        curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
-        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-        curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
-        curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-    }
-    goto cleanup;
-nomem:
-    code = kc_err_set(err, KC_ENOMEM, "out of memory preparing %s %s", req->method, req->path);
-    curl_slist_free_all(*hdrs);
-    *hdrs = NULL;
-cleanup:
+    int n =
+        snprintf(x->out, cap, "%s %s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: %s\r\nAccept: %s\r\n",
+                 req->method, c->url.path, req->path, c->authority, c->user_agent, accept);
+    if (send_length)
+        n += snprintf(x->out + n, cap - (size_t)n, "Content-Type: %s\r\nContent-Length: %zu\r\n",
+                      ctype, body_len);
+    if (token)
+        n += snprintf(x->out + n, cap - (size_t)n, "Authorization: Bearer %s\r\n", token);
+    n += snprintf(x->out + n, cap - (size_t)n, "\r\n");
+    if (body_len)
+        memcpy(x->out + n, req->body, body_len);
+    x->out_len = (size_t)n + body_len;
+done:
     if (token) {
         explicit_bzero(token, strlen(token));
         free(token);
     }
-    free(url); /* curl copies CURLOPT_URL */
-    free(line);
     return code;
 }
 
@@ -480,49 +383,23 @@ typedef struct body_buf {
     size_t len, cap;
 } body_buf;
 
-static size_t on_body(char *p, size_t size, size_t n, void *ud)
+static bool on_body(const char *p, size_t k, void *ud)
 {
     body_buf *b = ud;
-    size_t k = size * n;
     if (b->len + k + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + k + 1)
             cap *= 2;
         char *nd = realloc(b->data, cap);
         if (!nd)
-            return 0; /* curl reports CURLE_WRITE_ERROR */
+            return false;
         b->data = nd;
         b->cap = cap;
     }
     memcpy(b->data + b->len, p, k);
     b->len += k;
     b->data[b->len] = '\0';
-    return k;
-}
-
-static CURL *pool_get(kc_client *c)
-{
-    CURL *h = NULL;
-    pthread_mutex_lock(&c->mu);
-    if (c->npool)
-        h = c->pool[--c->npool];
-    pthread_mutex_unlock(&c->mu);
-    return h ? h : curl_easy_init();
-}
-
-/* Returns a handle to the pool; curl_easy_reset clears the options (and our pointers to stack
- * buffers) but keeps the live connections, which is why handles are reused at all. */
-static void pool_put(kc_client *c, CURL *h)
-{
-    curl_easy_reset(h);
-    pthread_mutex_lock(&c->mu);
-    if (c->npool < KC_CLIENT_POOL_MAX) {
-        c->pool[c->npool++] = h;
-        h = NULL;
-    }
-    pthread_mutex_unlock(&c->mu);
-    if (h)
-        curl_easy_cleanup(h);
+    return true;
 }
 
 static bool is_idempotent(const char *method)
@@ -530,23 +407,6 @@ static bool is_idempotent(const char *method)
     return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ||
            strcmp(method, "PUT") == 0 || strcmp(method, "DELETE") == 0 ||
            strcmp(method, "OPTIONS") == 0;
-}
-
-/* Retry-After in seconds (delta-seconds or an HTTP date), 0 when absent or unparsable. */
-static int retry_after(CURL *h)
-{
-    struct curl_header *hd = NULL;
-    if (curl_easy_header(h, "Retry-After", 0, CURLH_HEADER, -1, &hd) != CURLHE_OK || !hd)
-        return 0;
-    char *end = NULL;
-    long v = strtol(hd->value, &end, 10);
-    if (end == hd->value || (*end && !isspace((unsigned char)*end))) {
-        time_t t = curl_getdate(hd->value, NULL);
-        v = t > 0 ? (long)(t - time(NULL)) : 0;
-    }
-    if (v < 0)
-        v = 0;
-    return v > KC_RETRY_AFTER_MAX_S ? KC_RETRY_AFTER_MAX_S : (int)v;
 }
 
 static _Atomic(kc_client_fault_hook) fault_hook;
@@ -558,13 +418,46 @@ void kc_client_set_fault_hook(kc_client_fault_hook hook, void *ud)
     atomic_store(&fault_hook, hook);
 }
 
+/* Runs x to its end on this thread, waiting on its socket with poll(2): the connection (and
+ * TLS handshake) within connect_timeout_ms, the whole exchange within timeout_ms. */
+static int run_blocking(kc_client *c, kc_xfer *x)
+{
+    double start = kc__now_s();
+    double deadline = start + c->opts.timeout_ms / 1000.0;
+    double cdeadline = start + c->opts.connect_timeout_ms / 1000.0;
+    for (;;) {
+        int r = kc__xfer_step(x);
+        if (r <= 0)
+            return r;
+        double now = kc__now_s();
+        double until = kc__xfer_connected(x) || deadline < cdeadline ? deadline : cdeadline;
+        if (now >= until) {
+            x->xerr = KC_X_TIMEOUT;
+            snprintf(x->detail, sizeof(x->detail),
+                     kc__xfer_connected(x)
+                         ? "no complete response within %ld ms (%zu bytes received)"
+                         : "not connected within %ld ms",
+                     (long)((now - start) * 1000.0 + 0.5), x->p.received);
+            return -1;
+        }
+        struct pollfd pfd = {
+            .fd = kc__xfer_fd(x),
+            .events = (short)((r & KC_WANT_READ ? POLLIN : 0) | (r & KC_WANT_WRITE ? POLLOUT : 0))};
+        int ms = (int)((until - now) * 1000.0) + 1;
+        if (poll(&pfd, 1, ms) < 0 && errno != EINTR) {
+            x->xerr = KC_X_RECV;
+            snprintf(x->detail, sizeof(x->detail), "poll: %s", strerror(errno));
+            return -1;
+        }
+    }
+}
+
 /* One attempt. *retryable says whether the failure may be retried for this method. */
 static kc_code do_once(kc_client *c, const kc_request *req, kc_response *r, kc_err *err,
                        bool *retryable)
 {
-    char errbuf[CURL_ERROR_SIZE];
-    struct curl_slist *hdrs = NULL;
     body_buf b = {0};
+    kc_xfer x;
     *retryable = false;
     kc_client_fault_hook hook = atomic_load(&fault_hook);
     if (hook) {
@@ -573,50 +466,48 @@ static kc_code do_once(kc_client *c, const kc_request *req, kc_response *r, kc_e
             return kc_err_set(err, injected, "%s %s: injected fault (test hook)", req->method,
                               req->path);
     }
-    CURL *h = pool_get(c);
-    if (!h)
-        return kc_err_set(err, KC_ENOMEM, "out of memory creating a curl handle");
-    kc_code code = kc__setup_easy(c, h, req, &hdrs, errbuf, err);
+    kc_code code = kc__xfer_init(&x, c, req, on_body, &b, err);
     if (code != KC_OK)
         goto release;
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->opts.timeout_ms);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    x.conn = kc__pool_take(c);
+    x.reused = x.conn != NULL;
     kc__count_request(c);
-    CURLcode rc = curl_easy_perform(h);
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    if (rc != CURLE_OK) {
-        code = kc__curl_error(c, rc, errbuf, req->method, req->path, err);
+    int rc = run_blocking(c, &x);
+    if (rc < 0 && x.reused && !x.p.received &&
+        (x.xerr == KC_X_SEND || x.xerr == KC_X_RECV || x.xerr == KC_X_GOT_NOTHING)) {
+        /* The server closed the idle connection as we reused it: nothing of the request was
+         * processed, so it goes again on a fresh connection (not a retry). */
+        b.len = 0;
+        kc__xfer_restart(&x);
+        rc = run_blocking(c, &x);
+    }
+    if (rc < 0) {
+        code = kc__xfer_error(c, &x, req->method, req->path, err);
         /* Refused or unresolvable means nothing was sent: safe for every method. */
         *retryable =
-            rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
-            (is_idempotent(req->method) && (rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR ||
-                                            rc == CURLE_GOT_NOTHING || rc == CURLE_PARTIAL_FILE));
+            x.xerr == KC_X_CONNECT || x.xerr == KC_X_RESOLVE ||
+            (is_idempotent(req->method) && (x.xerr == KC_X_SEND || x.xerr == KC_X_RECV ||
+                                            x.xerr == KC_X_GOT_NOTHING || x.xerr == KC_X_PARTIAL));
         goto release;
     }
-    r->status = (int)status;
-    r->retry_after_s = retry_after(h);
-    char *ct = NULL;
-    curl_easy_getinfo(h, CURLINFO_CONTENT_TYPE, &ct);
-    if (ct && !(r->content_type = strdup(ct))) {
-        code = kc_err_set(err, KC_ENOMEM, "out of memory copying a response header");
-        goto release;
-    }
+    r->status = x.p.status;
+    r->retry_after_s = x.p.retry_after_s;
+    r->content_type = x.p.content_type;
+    x.p.content_type = NULL;
     r->body = b.data;
     r->body_len = b.len;
     b.data = NULL;
+    kc__xfer_release_conn(&x);
     code = kc_status_decode(r->status, r->body, r->body_len, err);
     if (code != KC_OK) {
         if (err && !err->retry_after_s)
             err->retry_after_s = r->retry_after_s;
-        *retryable =
-            status == 429 || (status >= 500 && status != 501 && is_idempotent(req->method));
+        *retryable = r->status == 429 ||
+                     (r->status >= 500 && r->status != 501 && is_idempotent(req->method));
     }
 release:
     free(b.data);
-    curl_slist_free_all(hdrs);
-    pool_put(c, h);
+    kc__xfer_free(&x);
     return code;
 }
 

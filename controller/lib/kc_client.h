@@ -83,8 +83,8 @@ kc_code kc_status_from_json(int http_status, const json_t *status, kc_err *err);
 typedef kc_code (*kc_client_fault_hook)(const kc_request *req, void *ud);
 void kc_client_set_fault_hook(kc_client_fault_hook hook, void *ud);
 
-/* ---- Streaming requests on a libuv loop (curl multi-socket), used by watches and informers ----
- */
+/* ---- Streaming requests on a libuv loop (one connection per stream, driven by uv_poll), used by
+ * watches and informers ---- */
 
 typedef struct kc_stream kc_stream;
 /* Called for each chunk of a 2xx response body as it arrives (any split, any size). */
@@ -110,7 +110,7 @@ void kc_client_detach_loop(kc_client *c);
 kc_code kc_stream_start(kc_client *c, const kc_request *req, kc_stream_data_cb on_data,
                         kc_stream_done_cb on_done, void *ud, kc_stream **out, kc_err *err);
 /* Cancels a running stream; no callback fires afterwards and the stream is freed. Safe inside
- * on_data (of this or another stream; the transfer is then torn down when curl returns), ignored
+ * on_data (of this or another stream; the transfer is then torn down once it yields), ignored
  * inside this stream's on_done. Accepts NULL. */
 void kc_stream_cancel(kc_stream *s);
 

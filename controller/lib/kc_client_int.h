@@ -1,17 +1,76 @@
-/* kc_client_int: the client's internals shared by kc_client.c (blocking) and kc_client_stream.c. */
+/* kc_client_int: the client's internals shared by kc_client.c (blocking requests),
+ * kc_client_conn.c (connections and transfers) and kc_client_stream.c (streams on a loop). */
 #ifndef KC_CLIENT_INT_H
 #define KC_CLIENT_INT_H
 
-#include <curl/curl.h>
+#include <mbedtls/pk.h>
+#include <mbedtls/ssl.h>
+#include <mbedtls/x509_crt.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
 #include "kc_client.h"
+#include "kc_http.h"
+#include "kc_url.h"
 
+/* Idle keep-alive connections kept for blocking requests. */
 #define KC_CLIENT_POOL_MAX 8
+/* An idle connection older than this is closed rather than reused (API servers and load
+ * balancers drop idle connections after a few minutes). */
+#define KC_CONN_MAX_IDLE_S 110.0
 
 typedef struct kc_loopctx kc_loopctx;
+
+/* One TCP connection, with TLS on https. Heap-allocated: the TLS layer keeps a pointer to it. */
+typedef struct kc_conn {
+    int fd;
+    bool tls;
+    mbedtls_ssl_context ssl;
+    int sys_errno;     /* errno of the last failed send/recv, for messages */
+    double idle_since; /* when it went back to the pool */
+} kc_conn;
+
+/* Transport failures: what went wrong before a complete HTTP response arrived. */
+typedef enum {
+    KC_X_OK = 0,
+    KC_X_RESOLVE,     /* the host name did not resolve; nothing was sent */
+    KC_X_CONNECT,     /* refused or unreachable; nothing was sent */
+    KC_X_TLS_VERIFY,  /* the server's certificate failed verification */
+    KC_X_TLS,         /* TLS setup or handshake failed otherwise */
+    KC_X_SEND,        /* the connection failed while the request was sent */
+    KC_X_RECV,        /* the connection failed while the response was read */
+    KC_X_GOT_NOTHING, /* the server closed the connection without answering */
+    KC_X_PARTIAL,     /* the connection closed before the response ended */
+    KC_X_PROTO,       /* the response is not valid HTTP/1.1 */
+    KC_X_TIMEOUT,     /* set by the drivers */
+    KC_X_NOMEM,
+    KC_X_ABORTED, /* the body callback stopped the transfer */
+} kc_xerr;
+
+/* Wants returned by kc__xfer_step. */
+#define KC_WANT_READ  1
+#define KC_WANT_WRITE 2
+
+/* One request/response exchange, advanced by kc__xfer_step whenever its socket is ready. */
+typedef struct kc_xfer {
+    kc_client *c;
+    kc_conn *conn;
+    bool reused;       /* conn came from the pool */
+    unsigned conn_gen; /* bumped for every socket opened: tells a driver its fd changed */
+    int phase;
+    struct addrinfo *ai, *ai_next; /* addresses still to try */
+    int connect_errno;
+    char *out; /* the request: head and body */
+    size_t out_len, out_off;
+    kc_http_parser p;
+    kc_http_body_cb on_body;
+    void *ud;
+    bool leftover; /* bytes followed the response: the connection cannot be reused */
+    kc_xerr xerr;
+    char detail[256];
+} kc_xfer;
 
 struct kc_client {
     /* Our own copy of the configuration fields the client needs. */
@@ -28,18 +87,24 @@ struct kc_client {
     size_t key_pem_len;
     char *source;
 
-    /* URL prefix requests go to; differs from server when tls_server_name redirects the name
-     * curl verifies (see kc_client_new). */
-    char *url_base;
-    char *connect_to;                   /* CURLOPT_CONNECT_TO entry, or NULL */
-    struct curl_slist *connect_to_list; /* holding connect_to, read by curl on each transfer */
-    char *host_header;                  /* "Host: host:port" keeping the real host, or NULL */
+    kc_url url;          /* the parsed server URL */
+    char authority[300]; /* Host header value */
+    char port_str[8];
+    unsigned char verify_ip[16]; /* the address the certificate must name, when host is an IP */
+    size_t verify_ip_len;        /* 0: verify a DNS name (or nothing when insecure) */
 
     kc_client_opts opts; /* defaults resolved */
     char *user_agent;
 
     pthread_mutex_t mu; /* guards everything below */
-    CURL *pool[KC_CLIENT_POOL_MAX];
+    /* TLS configuration shared by every connection, built on first use. */
+    bool tls_ready;
+    kc_code tls_code; /* the setup's outcome, repeated on every later request when it failed */
+    char tls_msg[KC_ERR_MSG_MAX];
+    mbedtls_ssl_config tls_conf;
+    mbedtls_x509_crt tls_ca, tls_cert;
+    mbedtls_pk_context tls_key;
+    kc_conn *pool[KC_CLIENT_POOL_MAX];
     int npool;
     char *tok_cache; /* last token read from token_file */
     struct stat tok_st;
@@ -52,23 +117,41 @@ struct kc_client {
     kc_loopctx *lc; /* streaming state, NULL until kc_client_attach_loop */
 };
 
-/* Applies everything common to blocking and streaming requests to a fresh (or reset) easy
- * handle: URL, method, body (copied), headers (token included; *hdrs receives the list, freed
- * by the caller after the transfer), TLS, connect timeout, error buffer. */
-kc_code kc__setup_easy(kc_client *c, CURL *h, const kc_request *req, struct curl_slist **hdrs,
-                       char *errbuf, kc_err *err);
+/* Prepares x for req: the request bytes (token included) are built here. */
+kc_code kc__xfer_init(kc_xfer *x, kc_client *c, const kc_request *req, kc_http_body_cb on_body,
+                      void *ud, kc_err *err);
+/* Starts over on a fresh connection (the previous one is closed), same request. */
+void kc__xfer_restart(kc_xfer *x);
+/* Advances x without blocking: KC_WANT_READ/KC_WANT_WRITE (wait for the socket, x->conn->fd, then
+ * call again), 0 when the response is complete, -1 on failure (x->xerr, x->detail). */
+int kc__xfer_step(kc_xfer *x);
+/* True once the connection is established (and the TLS handshake done). */
+bool kc__xfer_connected(const kc_xfer *x);
+/* The socket being waited on (-1 between connection attempts). */
+int kc__xfer_fd(const kc_xfer *x);
+/* After a 0 from kc__xfer_step: gives the connection back for reuse when the response allows
+ * it (keep-alive, nothing left over), else closes it. */
+void kc__xfer_release_conn(kc_xfer *x);
+/* Frees x (closing its connection, if still held). */
+void kc__xfer_free(kc_xfer *x);
+
+/* Takes an idle pooled connection that is still open, or NULL. */
+kc_conn *kc__pool_take(kc_client *c);
+void kc__conn_close(kc_conn *k);
+
+/* Maps a failed transfer to a kc_code with a message naming the request. */
+kc_code kc__xfer_error(kc_client *c, const kc_xfer *x, const char *method, const char *path,
+                       kc_err *err);
 
 /* Takes one token from the rate limiter; returns how long the caller must wait (ms). */
 long kc__limiter_reserve(kc_client *c);
-
-/* Maps a failed transfer to a kc_code with a message naming the request. */
-kc_code kc__curl_error(kc_client *c, CURLcode rc, const char *errbuf, const char *method,
-                       const char *path, kc_err *err);
 
 /* Counts one request sent. */
 void kc__count_request(kc_client *c);
 /* strdup that maps NULL to NULL and reports allocation failure through *ok. */
 char *kc__dup_opt(const char *s, bool *ok);
+/* Monotonic seconds. */
+double kc__now_s(void);
 
 /* Tears down the streaming state (kc_client_stream.c); used by kc_client_free. */
 void kc__stream_detach(kc_client *c);

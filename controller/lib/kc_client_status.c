@@ -1,4 +1,4 @@
-/* kc_client_status: turning failures into kc_err: curl transport errors and Kubernetes Status
+/* kc_client_status: turning failures into kc_err: transport errors and Kubernetes Status
  * bodies (or any other error body) returned with a non-2xx HTTP status. */
 #include <ctype.h>
 #include <stdio.h>
@@ -7,16 +7,13 @@
 #include "kc_client.h"
 #include "kc_client_int.h"
 
-kc_code kc__curl_error(kc_client *c, CURLcode rc, const char *errbuf, const char *method,
-                       const char *path, kc_err *err)
+kc_code kc__xfer_error(kc_client *c, const kc_xfer *x, const char *method, const char *path,
+                       kc_err *err)
 {
-    const char *detail = errbuf && errbuf[0] ? errbuf : curl_easy_strerror(rc);
+    const char *detail = x->detail[0] ? x->detail : "unknown failure";
     const char *base = c->server;
-    switch (rc) {
-    case CURLE_PEER_FAILED_VERIFICATION:
-    case CURLE_SSL_CACERT_BADFILE:
-    case CURLE_SSL_ISSUER_ERROR:
-    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    switch (x->xerr) {
+    case KC_X_TLS_VERIFY:
         if (c->ca_pem)
             return kc_err_set(err, KC_ETLS,
                               "%s %s: the server certificate of %s could not be verified against "
@@ -26,29 +23,22 @@ kc_code kc__curl_error(kc_client *c, CURLcode rc, const char *errbuf, const char
                           "%s %s: the server certificate of %s could not be verified against the "
                           "system CA store (no certificate-authority in %s): %s",
                           method, path, base, c->source, detail);
-    case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_SSL_CERTPROBLEM:
-    case CURLE_SSL_CIPHER:
-    case CURLE_SSL_ENGINE_NOTFOUND:
-    case CURLE_SSL_ENGINE_SETFAILED:
-    case CURLE_SSL_ENGINE_INITFAILED:
-    case CURLE_SSL_CRL_BADFILE:
-    case CURLE_SSL_SHUTDOWN_FAILED:
-    case CURLE_USE_SSL_FAILED:
+    case KC_X_TLS:
+        if (strstr(detail, "client certificate") || strstr(detail, "certificate-authority"))
+            return kc_err_set(err, KC_ETLS, "%s %s: %s", method, path, detail);
         return kc_err_set(err, KC_ETLS,
                           "%s %s: TLS handshake with %s failed (check the client certificate "
                           "and key in %s): %s",
                           method, path, base, c->source, detail);
-    case CURLE_OPERATION_TIMEDOUT:
+    case KC_X_TIMEOUT:
         return kc_err_set(err, KC_ETIMEDOUT, "%s %s: request to %s timed out: %s", method, path,
                           base, detail);
-    case CURLE_OUT_OF_MEMORY:
-        return kc_err_set(err, KC_ENOMEM, "%s %s: out of memory in libcurl", method, path);
-    case CURLE_ABORTED_BY_CALLBACK:
+    case KC_X_NOMEM:
+        return kc_err_set(err, KC_ENOMEM, "%s %s: %s", method, path, detail);
+    case KC_X_ABORTED:
         return kc_err_set(err, KC_ECANCELED, "%s %s: canceled", method, path);
-    case CURLE_URL_MALFORMAT:
-        return kc_err_set(err, KC_EARG, "%s %s: malformed URL: %s", method, path, detail);
-    case CURLE_COULDNT_CONNECT:
+    case KC_X_CONNECT:
+    case KC_X_RESOLVE:
         return kc_err_set(err, KC_EIO, "%s %s: cannot connect to %s (is the API server up?): %s",
                           method, path, base, detail);
     default:

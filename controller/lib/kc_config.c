@@ -2,9 +2,9 @@
 #include "kc_config.h"
 #include "kc_base64.h"
 #include "kc_config_int.h"
+#include "kc_url.h"
 #include "kc_yaml.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
@@ -174,44 +174,12 @@ static kc_code get_pem(const json_t *obj, const char *dir, const char *field, co
 /* Accepts only http(s) URLs with a host and without query, fragment or credentials. */
 static kc_code check_server(const char *server, const where *w, kc_err *err)
 {
-    CURLU *u = curl_url();
-    if (!u)
-        return oom(err);
-    char *scheme = NULL, *host = NULL, *extra = NULL;
-    kc_code rc = KC_OK;
-    CURLUcode uc = curl_url_set(u, CURLUPART_URL, server, 0);
-    if (uc != CURLUE_OK) {
-        rc = cfg_err(err, w, "server \"%.200s\" is not an http(s) URL: %s", server,
-                     curl_url_strerror(uc));
-        goto done;
-    }
-    if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-        (strcasecmp(scheme, "https") != 0 && strcasecmp(scheme, "http") != 0)) {
-        rc = cfg_err(err, w, "server \"%.200s\": the scheme must be https or http", server);
-        goto done;
-    }
-    if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !host[0]) {
-        rc = cfg_err(err, w, "server \"%.200s\" has no host", server);
-        goto done;
-    }
-    static const struct {
-        CURLUPart part;
-        const char *name;
-    } banned[] = {{CURLUPART_QUERY, "a query"},
-                  {CURLUPART_FRAGMENT, "a fragment"},
-                  {CURLUPART_USER, "credentials"}};
-    for (size_t i = 0; i < sizeof(banned) / sizeof(banned[0]); i++) {
-        if (curl_url_get(u, banned[i].part, &extra, 0) == CURLUE_OK) {
-            rc = cfg_err(err, w, "server \"%.200s\" must not contain %s", server, banned[i].name);
-            goto done;
-        }
-    }
-done:
-    curl_free(extra);
-    curl_free(host);
-    curl_free(scheme);
-    curl_url_cleanup(u);
-    return rc;
+    kc_url u;
+    kc_err e;
+    kc_err_clear(&e);
+    if (kc_url_parse(server, &u, &e) != KC_OK)
+        return cfg_err(err, w, "server %s", e.msg);
+    return KC_OK;
 }
 
 /* Finds the entry `name` in list `list` ("clusters") of the first file defining it. *inner is the

@@ -1,4 +1,4 @@
-/* kc_httpd: the operator's HTTP endpoint for /metrics, /healthz and /readyz (libmicrohttpd). */
+/* kc_httpd: the operator's HTTP endpoint for /metrics, /healthz and /readyz (plain HTTP/1.x). */
 #ifndef KC_HTTPD_H
 #define KC_HTTPD_H
 

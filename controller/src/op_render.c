@@ -3,7 +3,7 @@
 #include "op_render.h"
 
 #include <dirent.h>
-#include <openssl/evp.h>
+#include <mbedtls/sha256.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,13 +296,12 @@ static kc_code hash_hex(const json_t *obj, char out[65], kc_err *err)
     char *text = json_dumps(obj, JSON_SORT_KEYS | JSON_COMPACT);
     if (!text)
         return kc_err_set(err, KC_ENOMEM, "hashing an object: out of memory");
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    int ok = EVP_Digest(text, strlen(text), md, &len, EVP_sha256(), NULL);
+    unsigned char md[32];
+    int ret = mbedtls_sha256_ret((const unsigned char *)text, strlen(text), md, 0);
     free(text);
-    if (!ok || len != 32)
+    if (ret != 0)
         return kc_err_set(err, KC_ENOMEM, "hashing an object: sha256 failed");
-    for (unsigned int i = 0; i < len; i++)
+    for (unsigned int i = 0; i < sizeof(md); i++)
         snprintf(out + 2 * i, 3, "%02x", md[i]);
     return KC_OK;
 }
