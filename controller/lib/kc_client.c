@@ -96,11 +96,9 @@ kc_code kc_client_new(const kc_config *cfg, const kc_client_opts *opts, kc_clien
     if (!cfg || !out)
         return kc_err_set(err, KC_EARG, "kc_client_new: cfg and out are required");
     *out = NULL;
-    if (!cfg->server ||
-        (strncmp(cfg->server, "https://", 8) != 0 && strncmp(cfg->server, "http://", 7) != 0))
-        return kc_err_set(err, KC_ECONFIG,
-                          "server \"%s\" (from %s) must be an http:// or https:// URL",
-                          cfg->server ? cfg->server : "", cfg->source ? cfg->source : "config");
+    if (!cfg->server)
+        return kc_err_set(err, KC_ECONFIG, "no server URL (from %s)",
+                          cfg->source ? cfg->source : "config");
     kc_client *c = calloc(1, sizeof(*c));
     if (!c)
         return kc_err_set(err, KC_ENOMEM, "out of memory creating the client");

@@ -75,11 +75,6 @@ static int tls_verify_ip(void *ud, mbedtls_x509_crt *crt, int depth, uint32_t *f
     return 0;
 }
 
-static void tls_strerror(int rc, char *buf, size_t size)
-{
-    mbedtls_strerror(rc, buf, size);
-}
-
 /* Loads the trust store when the configuration names no CA: SSL_CERT_FILE, SSL_CERT_DIR or the
  * distribution's bundle. Certificates that fail to parse are skipped (as OpenSSL does). */
 static void load_system_cas(mbedtls_x509_crt *ca)
@@ -111,7 +106,7 @@ static kc_code tls_setup(kc_client *c)
     if ((rc = mbedtls_ssl_config_defaults(&c->tls_conf, MBEDTLS_SSL_IS_CLIENT,
                                           MBEDTLS_SSL_TRANSPORT_STREAM,
                                           MBEDTLS_SSL_PRESET_DEFAULT)) != 0) {
-        tls_strerror(rc, why, sizeof(why));
+        mbedtls_strerror(rc, why, sizeof(why));
         snprintf(c->tls_msg, sizeof(c->tls_msg), "TLS setup for %s failed: %s", c->server, why);
         return c->tls_code = KC_ETLS;
     }
@@ -127,7 +122,7 @@ static kc_code tls_setup(kc_client *c)
             rc = mbedtls_x509_crt_parse(&c->tls_ca, (const unsigned char *)c->ca_pem,
                                         c->ca_pem_len + 1);
             if (rc < 0 || !c->tls_ca.raw.p) {
-                tls_strerror(rc, why, sizeof(why));
+                mbedtls_strerror(rc, why, sizeof(why));
                 snprintf(c->tls_msg, sizeof(c->tls_msg),
                          "the certificate-authority (from %s) holds no usable certificate: %s",
                          c->source, rc < 0 ? why : "no PEM certificate found");
@@ -153,7 +148,7 @@ static kc_code tls_setup(kc_client *c)
             rc = mbedtls_ssl_conf_own_cert(&c->tls_conf, &c->tls_cert, &c->tls_key);
         }
         if (rc != 0) {
-            tls_strerror(rc, why, sizeof(why));
+            mbedtls_strerror(rc, why, sizeof(why));
             snprintf(c->tls_msg, sizeof(c->tls_msg),
                      "TLS handshake with %s cannot start: the client certificate %s (from %s) "
                      "cannot be loaded: %s",
@@ -384,7 +379,7 @@ static int step_handshake(kc_xfer *x)
     }
     if (!k->tls) {
         if (tls_config(c, x) != KC_OK) {
-            x->xerr = KC_X_TLS;
+            x->xerr = KC_X_TLS_CONFIG;
             return -1;
         }
         mbedtls_ssl_init(&k->ssl);
@@ -425,7 +420,7 @@ static int step_handshake(kc_xfer *x)
     }
     if (rc == MBEDTLS_ERR_SSL_ALLOC_FAILED)
         return fail(x, KC_X_NOMEM, "out of memory in the TLS handshake");
-    tls_strerror(rc, why, sizeof(why));
+    mbedtls_strerror(rc, why, sizeof(why));
     if (k->sys_errno)
         return fail(x, KC_X_TLS, "%s (%s)", why, strerror(k->sys_errno));
     return fail(x, KC_X_TLS, "%s", why);
@@ -446,7 +441,7 @@ static int step_send(kc_xfer *x)
                 return KC_WANT_READ;
             if (rc < 0) {
                 char why[200];
-                tls_strerror(rc, why, sizeof(why));
+                mbedtls_strerror(rc, why, sizeof(why));
                 return fail(x, KC_X_SEND, "sending the request failed: %s",
                             k->sys_errno ? strerror(k->sys_errno) : why);
             }
@@ -517,7 +512,7 @@ static int step_recv(kc_xfer *x)
                 return at_eof(x);
             if (rc < 0) {
                 char why[200];
-                tls_strerror(rc, why, sizeof(why));
+                mbedtls_strerror(rc, why, sizeof(why));
                 if (rc == MBEDTLS_ERR_NET_CONN_RESET && !x->p.received)
                     return fail(x, KC_X_GOT_NOTHING, "connection reset before any response");
                 return fail(x, KC_X_RECV, "receiving the response failed: %s",

@@ -38,6 +38,7 @@ typedef enum {
     KC_X_RESOLVE,     /* the host name did not resolve; nothing was sent */
     KC_X_CONNECT,     /* refused or unreachable; nothing was sent */
     KC_X_TLS_VERIFY,  /* the server's certificate failed verification */
+    KC_X_TLS_CONFIG,  /* the CA or client certificate cannot be loaded; detail is the message */
     KC_X_TLS,         /* TLS setup or handshake failed otherwise */
     KC_X_SEND,        /* the connection failed while the request was sent */
     KC_X_RECV,        /* the connection failed while the response was read */

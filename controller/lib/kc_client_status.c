@@ -23,9 +23,9 @@ kc_code kc__xfer_error(kc_client *c, const kc_xfer *x, const char *method, const
                           "%s %s: the server certificate of %s could not be verified against the "
                           "system CA store (no certificate-authority in %s): %s",
                           method, path, base, c->source, detail);
+    case KC_X_TLS_CONFIG:
+        return kc_err_set(err, KC_ETLS, "%s %s: %s", method, path, detail);
     case KC_X_TLS:
-        if (strstr(detail, "client certificate") || strstr(detail, "certificate-authority"))
-            return kc_err_set(err, KC_ETLS, "%s %s: %s", method, path, detail);
         return kc_err_set(err, KC_ETLS,
                           "%s %s: TLS handshake with %s failed (check the client certificate "
                           "and key in %s): %s",

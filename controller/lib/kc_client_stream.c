@@ -23,7 +23,6 @@ enum { T_NONE, T_WAIT, T_CONNECT, T_IDLE };
 struct kc_stream {
     kc_loopctx *lc;
     kc_xfer x;
-    bool x_ready;    /* x was initialised (and must be freed) */
     uv_poll_t *poll; /* on the transfer's socket; NULL while none */
     unsigned poll_gen;
     int poll_events;
@@ -98,8 +97,7 @@ static void stream_free(kc_stream *s)
         uv_close((uv_handle_t *)s->timer, free_handle);
         s->timer = NULL;
     }
-    if (s->x_ready)
-        kc__xfer_free(&s->x);
+    kc__xfer_free(&s->x);
     free(s->method);
     free(s->path);
     free(s->errbody);
@@ -124,7 +122,9 @@ static void stream_finish(kc_stream *s, kc_code code, kc_err *e)
     stream_free(s);
 }
 
-static void stream_fail(kc_stream *s)
+/* Ends the stream after its transfer completed or failed: a transport failure (unless an error
+ * body arrived, which says more) or the HTTP status with the error body, if any. */
+static void stream_end(kc_stream *s)
 {
     kc_err e = {0};
     kc_code code;
@@ -175,15 +175,8 @@ static void drive(kc_stream *s)
         stream_destroy(s);
         return;
     }
-    if (r == 0) {
-        kc_err e = {0};
-        int status = s->x.p.status;
-        kc_code code = kc_status_decode(status, s->errbody, s->errbody_len, &e);
-        stream_finish(s, code, &e);
-        return;
-    }
-    if (r < 0) {
-        stream_fail(s);
+    if (r <= 0) {
+        stream_end(s);
         return;
     }
     if (s->x.p.received != s->rx_seen) {
@@ -212,7 +205,7 @@ static void drive(kc_stream *s)
             s->poll = NULL;
             s->x.xerr = KC_X_NOMEM;
             snprintf(s->x.detail, sizeof(s->x.detail), "cannot watch the connection's socket");
-            stream_fail(s);
+            stream_end(s);
             return;
         }
         s->poll->data = s;
@@ -248,7 +241,7 @@ static void on_timer(uv_timer_t *t)
         s->x.xerr = KC_X_TIMEOUT;
         snprintf(s->x.detail, sizeof(s->x.detail), "not connected within %ld ms",
                  lc->c->opts.connect_timeout_ms);
-        stream_fail(s);
+        stream_end(s);
         return;
     case T_IDLE: {
         uint64_t idle_ms = (uint64_t)lc->c->opts.stream_idle_timeout_s * 1000;
@@ -260,7 +253,7 @@ static void on_timer(uv_timer_t *t)
         s->x.xerr = KC_X_TIMEOUT;
         snprintf(s->x.detail, sizeof(s->x.detail), "no data for %ld s",
                  lc->c->opts.stream_idle_timeout_s);
-        stream_fail(s);
+        stream_end(s);
         return;
     }
     default:
@@ -298,7 +291,6 @@ kc_code kc_stream_start(kc_client *c, const kc_request *req, kc_stream_data_cb o
         goto fail;
     }
     code = kc__xfer_init(&s->x, c, req, stream_body, s, err);
-    s->x_ready = true;
     if (code != KC_OK)
         goto fail;
     uv_timer_init(lc->loop, s->timer);
@@ -319,8 +311,7 @@ kc_code kc_stream_start(kc_client *c, const kc_request *req, kc_stream_data_cb o
     return KC_OK;
 fail:
     free(s->timer);
-    if (s->x_ready)
-        kc__xfer_free(&s->x);
+    kc__xfer_free(&s->x); /* calloc'd or initialised: either is safe to free */
     free(s->method);
     free(s->path);
     free(s);
