@@ -305,7 +305,9 @@ static void *appender(void *arg)
     (void)arg;
     usleep(400 * 1000);
     ks_kubelet_append_log(&ka.sim, "default", "fp", "main", "later\n", 6);
-    usleep(400 * 1000);
+    /* The follow request must be in before the pod goes (else it is a 404): under valgrind on a
+     * loaded machine it has taken more than the 0.8 s this once allowed. */
+    usleep(2000 * 1000);
     ks_delete_opts o = {.grace_period_seconds = 0};
     kc_err err;
     json_t *out = NULL;
