@@ -31,11 +31,20 @@ chart_on_exit() {
     local logs=("$E2E_DIR"/logs/*_gpu-operator-*.log)
     if [ $rc -ne 0 ]; then
         k get pods -A -o wide >&2 2>/dev/null || true
+        # The Ready condition, which the DaemonSet controller counts (kubectl's READY column
+        # counts ready containers).
+        k get pods -A -o custom-columns='NAME:.metadata.name,NODE:.spec.nodeName,PHASE:.status.phase,READY:.status.conditions[?(@.type=="Ready")].status,SINCE:.status.conditions[?(@.type=="Ready")].lastTransitionTime,DELETING:.metadata.deletionTimestamp,RV:.metadata.resourceVersion' >&2 2>/dev/null || true
         k describe clusterpolicy >&2 2>/dev/null || true
+        # Who last wrote each pod (a Ready condition nobody set back is otherwise a mystery).
+        k get pods -A --show-managed-fields -o jsonpath='{range .items[*]}{.metadata.name}{":"}{range .metadata.managedFields[*]}{" "}{.manager}{"/"}{.operation}{"/"}{.subresource}{"@"}{.time}{end}{"\n"}{end}' >&2 2>/dev/null || true
+        # What the DaemonSet controller last wrote: the ClusterPolicy's states are read from it.
+        k get ds -A -o custom-columns='NAME:.metadata.name,GEN:.metadata.generation,OBSERVED:.status.observedGeneration,DESIRED:.status.desiredNumberScheduled,CURRENT:.status.currentNumberScheduled,READY:.status.numberReady,UPDATED:.status.updatedNumberScheduled,AVAILABLE:.status.numberAvailable,UNAVAILABLE:.status.numberUnavailable,RV:.metadata.resourceVersion' >&2 2>/dev/null || true
         for f in "${logs[@]}"; do
             [ -f "$f" ] || continue
             echo "--- last lines of $(basename "$f") ---" >&2
             tail -n 30 "$f" >&2 || true
+            # The whole log, for the conformance lane to keep with the component logs.
+            if [ -n "${E2E_KEEP_LOGS:-}" ]; then cp "$f" "$E2E_KEEP_LOGS/" 2>/dev/null || true; fi
         done
     fi
     # A sanitizer build of the operator (OPERATOR_BIN) reports when it exits: stop the cluster
