@@ -376,14 +376,9 @@ done:
 
 /* ---- blocking requests ---- */
 
-typedef struct body_buf {
-    char *data;
-    size_t len, cap;
-} body_buf;
-
-static bool on_body(const char *p, size_t k, void *ud)
+bool kc__body_append(const char *p, size_t k, void *ud)
 {
-    body_buf *b = ud;
+    kc_body_buf *b = ud;
     if (b->len + k + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + k + 1)
@@ -414,6 +409,12 @@ void kc_client_set_fault_hook(kc_client_fault_hook hook, void *ud)
 {
     atomic_store(&fault_ud, ud);
     atomic_store(&fault_hook, hook);
+}
+
+kc_code kc__fault_check(const kc_request *req)
+{
+    kc_client_fault_hook hook = atomic_load(&fault_hook);
+    return hook ? hook(req, atomic_load(&fault_ud)) : KC_OK;
 }
 
 /* Runs x to its end on this thread, waiting on its socket with poll(2): the connection (and
@@ -454,17 +455,14 @@ static int run_blocking(kc_client *c, kc_xfer *x)
 static kc_code do_once(kc_client *c, const kc_request *req, kc_response *r, kc_err *err,
                        bool *retryable)
 {
-    body_buf b = {0};
+    kc_body_buf b = {0};
     kc_xfer x;
     *retryable = false;
-    kc_client_fault_hook hook = atomic_load(&fault_hook);
-    if (hook) {
-        kc_code injected = hook(req, atomic_load(&fault_ud));
-        if (injected != KC_OK)
-            return kc_err_set(err, injected, "%s %s: injected fault (test hook)", req->method,
-                              req->path);
-    }
-    kc_code code = kc__xfer_init(&x, c, req, on_body, &b, err);
+    kc_code injected = kc__fault_check(req);
+    if (injected != KC_OK)
+        return kc_err_set(err, injected, "%s %s: injected fault (test hook)", req->method,
+                          req->path);
+    kc_code code = kc__xfer_init(&x, c, req, kc__body_append, &b, err);
     if (code != KC_OK)
         goto release;
     x.conn = kc__pool_take(c);

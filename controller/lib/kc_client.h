@@ -114,6 +114,48 @@ kc_code kc_stream_start(kc_client *c, const kc_request *req, kc_stream_data_cb o
  * inside this stream's on_done. Accepts NULL. */
 void kc_stream_cancel(kc_stream *s);
 
+/* ---- Pipelined requests: handed over at once, answered later on the pipe's own thread ---- */
+
+typedef struct kc_pipe kc_pipe;
+
+typedef struct kc_pipe_result {
+    kc_code code;      /* KC_OK for 2xx; else the decoded API error or the transport error */
+    const kc_err *err; /* the message when code is not KC_OK (NULL: out of memory) */
+    int status;        /* HTTP status; 0 when no response arrived */
+    const char *body;  /* the response body, NUL-terminated (may be NULL) */
+    size_t body_len;
+    unsigned long long sent_ms; /* CLOCK_MONOTONIC ms when its last byte went to the socket; 0
+                                 * when it was never sent */
+} kc_pipe_result;
+/* Called once per submitted request, on the pipe's thread, with none of the pipe's locks held (it
+ * may submit again); r and what it points to are valid during the call only. */
+typedef void (*kc_pipe_done_cb)(const kc_pipe_result *r, void *ud);
+
+/* Starts a pipe on c (which must outlive it): a thread and up to `lanes` keep-alive connections.
+ * Each connection carries up to `depth` requests sent and not yet answered (HTTP/1.1
+ * pipelining); more wait their turn. */
+kc_code kc_pipe_new(kc_client *c, int lanes, int depth, kc_pipe **out, kc_err *err);
+/* Hands req over (copied; the bearer token is read now) and returns without waiting for the
+ * answer. When its lane's connection is up and nothing waits to be sent on it, the request is
+ * written from the calling thread at once (a non-blocking write); otherwise the pipe's thread
+ * sends it in its turn. Requests with the
+ * same lane_key go over one connection, are sent in the order submitted and reach the server in
+ * that order. Each takes a token of the client's rate limiter before it is sent; the whole-request
+ * timeout counts from then. A request that a lost connection leaves without any byte of its answer
+ * goes again on a new connection (at most twice; a server may close a keep-alive connection with
+ * pipelined requests unread), so only requests that are safe to send twice belong here: merge
+ * patches that set values, creations of named objects, deletions. Nothing else is retried: 429,
+ * 5xx and transport failures reach cb for the caller to decide. Thread-safe. Fails (cb never
+ * called) on bad arguments, out of memory or a pipe that is stopping. */
+kc_code kc_pipe_submit(kc_pipe *p, const char *lane_key, const kc_request *req, kc_pipe_done_cb cb,
+                       void *ud, kc_err *err);
+/* Waits until every request submitted so far has been answered and its callback has returned.
+ * Never from a callback. */
+void kc_pipe_drain(kc_pipe *p);
+/* Stops the pipe: requests not answered yet complete with KC_ECANCELED (their callbacks run
+ * before this returns), the connections close, the thread ends. Accepts NULL. */
+void kc_pipe_free(kc_pipe *p);
+
 /* Counters for tests and metrics (thread-safe snapshot). */
 typedef struct kc_client_stats {
     unsigned long requests; /* HTTP requests sent, retries included */

@@ -426,37 +426,91 @@ static int step_handshake(kc_xfer *x)
     return fail(x, KC_X_TLS, "%s", why);
 }
 
-static int step_send(kc_xfer *x)
+/* Says why a TLS read or write failed: the socket's errno when that was the cause. */
+static ssize_t tls_fail(const kc_conn *k, int rc, char *why, size_t size)
 {
-    kc_conn *k = x->conn;
-    while (x->out_off < x->out_len) {
-        const char *p = x->out + x->out_off;
-        size_t n = x->out_len - x->out_off;
-        ssize_t w;
+    if (k->sys_errno)
+        snprintf(why, size, "%s", strerror(k->sys_errno));
+    else
+        mbedtls_strerror(rc, why, size);
+    return KC_IO_FAIL;
+}
+
+ssize_t kc__conn_send(kc_conn *k, const char *p, size_t n, char *why, size_t size)
+{
+    for (;;) {
         if (k->tls) {
             int rc = mbedtls_ssl_write(&k->ssl, (const unsigned char *)p, n);
             if (rc == MBEDTLS_ERR_SSL_WANT_WRITE)
-                return KC_WANT_WRITE;
+                return -KC_WANT_WRITE;
             if (rc == MBEDTLS_ERR_SSL_WANT_READ)
-                return KC_WANT_READ;
-            if (rc < 0) {
-                char why[200];
-                mbedtls_strerror(rc, why, sizeof(why));
-                return fail(x, KC_X_SEND, "sending the request failed: %s",
-                            k->sys_errno ? strerror(k->sys_errno) : why);
-            }
-            w = rc;
-        } else {
-            w = send(k->fd, p, n, MSG_NOSIGNAL);
-            if (w < 0) {
-                if (errno == EINTR)
-                    continue;
-                if (errno == EAGAIN || errno == EWOULDBLOCK)
-                    return KC_WANT_WRITE;
-                return fail(x, KC_X_SEND, "sending the request failed: %s", strerror(errno));
-            }
+                return -KC_WANT_READ;
+            if (rc >= 0)
+                return rc;
+            return tls_fail(k, rc, why, size);
         }
+        ssize_t w = send(k->fd, p, n, MSG_NOSIGNAL);
+        if (w >= 0)
+            return w;
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return -KC_WANT_WRITE;
+        snprintf(why, size, "%s", strerror(errno));
+        return KC_IO_FAIL;
+    }
+}
+
+ssize_t kc__conn_recv(kc_conn *k, char *p, size_t n, bool *reset, char *why, size_t size)
+{
+    *reset = false;
+    for (;;) {
+        if (k->tls) {
+            int rc = mbedtls_ssl_read(&k->ssl, (unsigned char *)p, n);
+            if (rc == MBEDTLS_ERR_SSL_WANT_READ)
+                return -KC_WANT_READ;
+            if (rc == MBEDTLS_ERR_SSL_WANT_WRITE)
+                return -KC_WANT_WRITE;
+            if (rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY)
+                return 0;
+            if (rc >= 0)
+                return rc;
+            *reset = rc == MBEDTLS_ERR_NET_CONN_RESET;
+            return tls_fail(k, rc, why, size);
+        }
+        ssize_t r = recv(k->fd, p, n, 0);
+        if (r >= 0)
+            return r;
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return -KC_WANT_READ;
+        *reset = errno == ECONNRESET;
+        snprintf(why, size, "%s", strerror(errno));
+        return KC_IO_FAIL;
+    }
+}
+
+bool kc__conn_buffered(kc_conn *k)
+{
+    return k->tls && mbedtls_ssl_get_bytes_avail(&k->ssl) > 0;
+}
+
+static int step_send(kc_xfer *x)
+{
+    while (x->out_off < x->out_len) {
+        char why[200];
+        ssize_t w =
+            kc__conn_send(x->conn, x->out + x->out_off, x->out_len - x->out_off, why, sizeof(why));
+        if (w == -KC_WANT_WRITE || w == -KC_WANT_READ)
+            return (int)-w;
+        if (w < 0)
+            return fail(x, KC_X_SEND, "sending the request failed: %s", why);
         x->out_off += (size_t)w;
+    }
+    if (x->connect_only) {
+        x->phase = PH_DONE;
+        return 0;
     }
     x->phase = PH_RECV;
     return 0;
@@ -497,43 +551,21 @@ static int step_recv(kc_xfer *x)
     char buf[16384];
     size_t total = 0;
     for (;;) {
-        ssize_t n;
-        if (k->tls) {
-            /* Yield to the loop now and then, but only with nothing decrypted left inside
-             * mbedTLS: the socket's readiness says nothing about those bytes. */
-            if (total >= STEP_READ_MAX && mbedtls_ssl_get_bytes_avail(&k->ssl) == 0)
-                return KC_WANT_READ;
-            int rc = mbedtls_ssl_read(&k->ssl, (unsigned char *)buf, sizeof(buf));
-            if (rc == MBEDTLS_ERR_SSL_WANT_READ)
-                return KC_WANT_READ;
-            if (rc == MBEDTLS_ERR_SSL_WANT_WRITE)
-                return KC_WANT_WRITE;
-            if (rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY || rc == 0)
-                return at_eof(x);
-            if (rc < 0) {
-                char why[200];
-                mbedtls_strerror(rc, why, sizeof(why));
-                if (rc == MBEDTLS_ERR_NET_CONN_RESET && !x->p.received)
-                    return fail(x, KC_X_GOT_NOTHING, "connection reset before any response");
-                return fail(x, KC_X_RECV, "receiving the response failed: %s",
-                            k->sys_errno ? strerror(k->sys_errno) : why);
-            }
-            n = rc;
-        } else {
-            if (total >= STEP_READ_MAX)
-                return KC_WANT_READ;
-            n = recv(k->fd, buf, sizeof(buf), 0);
-            if (n < 0) {
-                if (errno == EINTR)
-                    continue;
-                if (errno == EAGAIN || errno == EWOULDBLOCK)
-                    return KC_WANT_READ;
-                if (errno == ECONNRESET && !x->p.received)
-                    return fail(x, KC_X_GOT_NOTHING, "connection reset before any response");
-                return fail(x, KC_X_RECV, "receiving the response failed: %s", strerror(errno));
-            }
-            if (n == 0)
-                return at_eof(x);
+        /* Yield to the loop now and then, but only with nothing decrypted left inside mbedTLS:
+         * the socket's readiness says nothing about those bytes. */
+        if (total >= STEP_READ_MAX && !kc__conn_buffered(k))
+            return KC_WANT_READ;
+        char why[200];
+        bool reset;
+        ssize_t n = kc__conn_recv(k, buf, sizeof(buf), &reset, why, sizeof(why));
+        if (n == -KC_WANT_READ || n == -KC_WANT_WRITE)
+            return (int)-n;
+        if (n == 0)
+            return at_eof(x);
+        if (n < 0) {
+            if (reset && !x->p.received)
+                return fail(x, KC_X_GOT_NOTHING, "connection reset before any response");
+            return fail(x, KC_X_RECV, "receiving the response failed: %s", why);
         }
         total += (size_t)n;
         int r = feed(x, buf, (size_t)n);
@@ -600,8 +632,7 @@ void kc__xfer_release_conn(kc_xfer *x)
     x->conn = NULL;
     if (!k)
         return;
-    if (x->phase == PH_DONE && x->p.keep_alive && !x->leftover &&
-        (!k->tls || mbedtls_ssl_get_bytes_avail(&k->ssl) == 0))
+    if (x->phase == PH_DONE && x->p.keep_alive && !x->leftover && !kc__conn_buffered(k))
         pool_put(x->c, k);
     else
         kc__conn_close(k);

@@ -68,7 +68,8 @@ typedef struct kc_xfer {
     kc_http_parser p;
     kc_http_body_cb on_body;
     void *ud;
-    bool leftover; /* bytes followed the response: the connection cannot be reused */
+    bool leftover;     /* bytes followed the response: the connection cannot be reused */
+    bool connect_only; /* done once connected (and the TLS handshake is done): nothing sent */
     kc_xerr xerr;
     char detail[256];
 } kc_xfer;
@@ -136,6 +137,15 @@ void kc__xfer_release_conn(kc_xfer *x);
 /* Frees x (closing its connection, if still held). */
 void kc__xfer_free(kc_xfer *x);
 
+/* Raw I/O on a connected kc_conn. Both return the bytes moved (recv: 0 when the peer closed),
+ * -KC_WANT_READ or -KC_WANT_WRITE when the socket must become ready first, or KC_IO_FAIL with the
+ * reason in why (and, for recv, *reset when the peer reset the connection). */
+#define KC_IO_FAIL (-100)
+ssize_t kc__conn_send(kc_conn *k, const char *p, size_t n, char *why, size_t size);
+ssize_t kc__conn_recv(kc_conn *k, char *p, size_t n, bool *reset, char *why, size_t size);
+/* Whether TLS holds decrypted bytes not read yet (the socket's readiness does not show them). */
+bool kc__conn_buffered(kc_conn *k);
+
 /* Takes an idle pooled connection that is still open, or NULL. */
 kc_conn *kc__pool_take(kc_client *c);
 void kc__conn_close(kc_conn *k);
@@ -153,6 +163,17 @@ void kc__count_request(kc_client *c);
 char *kc__dup_opt(const char *s, bool *ok);
 /* Monotonic seconds. */
 double kc__now_s(void);
+
+/* A response body collected in memory (NUL-terminated once anything arrived). */
+typedef struct kc_body_buf {
+    char *data;
+    size_t len, cap;
+} kc_body_buf;
+/* A kc_http_body_cb appending to the kc_body_buf ud; false when out of memory. */
+bool kc__body_append(const char *p, size_t k, void *ud);
+
+/* Runs the fault hook set by kc_client_set_fault_hook (tests): KC_OK when none is set. */
+kc_code kc__fault_check(const kc_request *req);
 
 /* Tears down the streaming state (kc_client_stream.c); used by kc_client_free. */
 void kc__stream_detach(kc_client *c);

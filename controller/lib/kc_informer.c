@@ -2,6 +2,7 @@
 #include "kc_informer.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +143,9 @@ static void count(kc_informer *inf, unsigned long *field)
 
 typedef struct stored {
     void *rec;
+    /* Readers decode a record outside the cache lock: they hold a reference meanwhile, and a
+     * record replaced or deleted under them is freed by the last one. */
+    atomic_uint refs;
     char rv[]; /* "" when the object had none */
 } stored;
 
@@ -173,6 +177,7 @@ static void *entry_new(kc_informer *inf, json_t *obj)
         return NULL;
     memcpy(e->rv, rv ? rv : "", l);
     e->rv[l] = '\0';
+    atomic_init(&e->refs, 1);
     if (!(e->rec = cd->encode(obj, cd->ud))) {
         free(e);
         return NULL;
@@ -208,8 +213,22 @@ static void entry_free(const kc_informer *inf, void *v)
         json_decref(v);
         return;
     }
-    inf->o.codec->free_rec(((stored *)v)->rec);
-    free(v);
+    stored *e = v;
+    if (atomic_fetch_sub(&e->refs, 1) != 1)
+        return;
+    inf->o.codec->free_rec(e->rec);
+    free(e);
+}
+
+/* Takes a reference to an entry for reading it outside the cache lock (inf->mu held); release
+ * it with entry_free. */
+static void *entry_hold(const kc_informer *inf, void *v)
+{
+    if (v && inf->o.codec)
+        atomic_fetch_add(&((stored *)v)->refs, 1);
+    else if (v)
+        json_incref(v);
+    return v;
 }
 
 static void map_free(const kc_informer *inf, kc_map *m)
@@ -867,10 +886,14 @@ json_t *kc_informer_get(kc_informer *inf, const char *ns, const char *name)
     }
     if (!key)
         return NULL;
+    /* Decoding takes far longer than the lookup: it runs outside the lock, so that readers on
+     * several threads and the watch applying events do not wait for one another. */
     pthread_mutex_lock(&inf->mu);
-    json_t *obj = entry_json(inf, kc_map_get(inf->cache, key));
+    void *v = entry_hold(inf, kc_map_get(inf->cache, key));
     pthread_mutex_unlock(&inf->mu);
     free(key);
+    json_t *obj = entry_json(inf, v);
+    entry_free(inf, v);
     return obj;
 }
 

@@ -623,6 +623,27 @@ kc_code kc_metrics_add_hook(kc_registry *r, kc_metrics_hook fn, void *ud, void (
     return KC_OK;
 }
 
+void kc_metrics_remove_hook(kc_registry *r, kc_metrics_hook fn, void *ud)
+{
+    if (!r || !fn)
+        return;
+    pthread_mutex_lock(&r->render_lock); /* no render is running hooks */
+    pthread_mutex_lock(&r->lock);
+    size_t kept = 0;
+    for (size_t i = 0; i < r->nhooks; i++) {
+        hook h = r->hooks[i];
+        if (h.fn == fn && h.ud == ud) {
+            if (h.ud_free)
+                h.ud_free(h.ud);
+            continue;
+        }
+        r->hooks[kept++] = h;
+    }
+    r->nhooks = kept;
+    pthread_mutex_unlock(&r->lock);
+    pthread_mutex_unlock(&r->render_lock);
+}
+
 /* ---- rendering ---- */
 
 /* Integers print exactly ("42"), everything else in the shortest form that reads back the same

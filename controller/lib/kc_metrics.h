@@ -87,6 +87,10 @@ typedef void (*kc_metrics_hook)(kc_registry *r, void *ud);
 kc_code kc_metrics_add_hook(kc_registry *r, kc_metrics_hook fn, void *ud, void (*ud_free)(void *ud),
                             kc_err *err);
 
+/* Removes the hooks registered with fn and ud (calling their ud_free). It waits for a render in
+ * progress, so once it returns no such hook runs: an owner of ud calls it before freeing ud. */
+void kc_metrics_remove_hook(kc_registry *r, kc_metrics_hook fn, void *ud);
+
 /* Registers the standard process metrics, sampled from /proc at each render:
  * process_cpu_seconds_total, process_resident_memory_bytes, process_virtual_memory_bytes,
  * process_start_time_seconds, process_open_fds, process_max_fds. */

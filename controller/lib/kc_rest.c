@@ -163,10 +163,19 @@ char *kc_rest_list_query(const char *path, const kc_list_opts *opts, bool watch,
 
 /* ---- requests ---- */
 
-/* Sends one request and parses a 2xx JSON response into *out (when out is non-NULL). The error
- * message names the method and path. */
-static kc_code call(kc_client *c, const char *method, const char *path, const char *ctype,
-                    const json_t *body, json_t **out, kc_err *err)
+/* Where a write goes: a blocking client, or a pipe (answered later through cb). */
+typedef struct via {
+    kc_client *c;
+    kc_pipe *p;
+    const char *lane;
+    kc_pipe_done_cb cb;
+    void *ud;
+} via;
+
+/* Sends one request and parses a 2xx JSON response into *out (when out is non-NULL); through a
+ * pipe it is only handed over. The error message names the method and path. */
+static kc_code call_via(const via *v, const char *method, const char *path, const char *ctype,
+                        const json_t *body, json_t **out, kc_err *err)
 {
     char *data = NULL;
     if (body) {
@@ -180,6 +189,12 @@ static kc_code call(kc_client *c, const char *method, const char *path, const ch
                       .content_type = ctype,
                       .body = data,
                       .body_len = data ? strlen(data) : 0};
+    if (v->p) {
+        kc_code rc = kc_pipe_submit(v->p, v->lane, &req, v->cb, v->ud, err);
+        free(data);
+        return rc;
+    }
+    kc_client *c = v->c;
     kc_response resp;
     kc_code code = kc_client_do(c, &req, &resp, err);
     if (code == KC_OK && out) {
@@ -214,8 +229,20 @@ static kc_code call(kc_client *c, const char *method, const char *path, const ch
     return code;
 }
 
+/* The client or pipe a via names (NULL when neither), for the argument checks. */
+static const void *via_target(const via *v)
+{
+    return v->c ? (const void *)v->c : (const void *)v->p;
+}
+
+static kc_code call(kc_client *c, const char *method, const char *path, const char *ctype,
+                    const json_t *body, json_t **out, kc_err *err)
+{
+    return call_via(&(via){.c = c}, method, path, ctype, body, out, err);
+}
+
 /* need_ns: the call addresses one object, so a namespaced resource needs its namespace. */
-static kc_code check_args(kc_client *c, const kc_resource *res, const char *ns, bool need_ns,
+static kc_code check_args(const void *c, const kc_resource *res, const char *ns, bool need_ns,
                           const char *what, kc_err *err)
 {
     kc_err_clear(err);
@@ -378,13 +405,13 @@ static kc_code obj_target(const kc_resource *res, const char *ns, const json_t *
     return KC_OK;
 }
 
-kc_code kc_create(kc_client *c, const kc_resource *res, const char *ns, const json_t *obj,
-                  json_t **out, kc_err *err)
+static kc_code create_via(const via *v, const kc_resource *res, const char *ns, const json_t *obj,
+                          json_t **out, kc_err *err)
 {
     if (out)
         *out = NULL;
     const char *name, *target_ns;
-    kc_code code = check_args(c, res, ns, false, "kc_create", err);
+    kc_code code = check_args(via_target(v), res, ns, false, "kc_create", err);
     if (code == KC_OK)
         code = obj_target(res, ns, obj, "create", false, &name, &target_ns, err);
     if (code != KC_OK)
@@ -392,9 +419,21 @@ kc_code kc_create(kc_client *c, const kc_resource *res, const char *ns, const js
     char *path = kc_rest_path(res, target_ns, NULL, NULL);
     if (!path)
         return kc_err_set(err, KC_ENOMEM, "out of memory building a path");
-    code = call(c, "POST", path, "application/json", obj, out, err);
+    code = call_via(v, "POST", path, "application/json", obj, out, err);
     free(path);
     return code;
+}
+
+kc_code kc_create(kc_client *c, const kc_resource *res, const char *ns, const json_t *obj,
+                  json_t **out, kc_err *err)
+{
+    return create_via(&(via){.c = c}, res, ns, obj, out, err);
+}
+
+kc_code kc_create_async(kc_pipe *p, const char *lane, const kc_resource *res, const char *ns,
+                        const json_t *obj, kc_pipe_done_cb cb, void *ud, kc_err *err)
+{
+    return create_via(&(via){.p = p, .lane = lane, .cb = cb, .ud = ud}, res, ns, obj, NULL, err);
 }
 
 static kc_code put(kc_client *c, const kc_resource *res, const char *ns, const json_t *obj,
@@ -428,13 +467,13 @@ kc_code kc_update_status(kc_client *c, const kc_resource *res, const char *ns, c
     return put(c, res, ns, obj, "status", out, err);
 }
 
-kc_code kc_patch(kc_client *c, const kc_resource *res, const char *ns, const char *name,
-                 kc_patch_type type, const json_t *patch, const kc_patch_opts *opts, json_t **out,
-                 kc_err *err)
+static kc_code patch_via(const via *v, const kc_resource *res, const char *ns, const char *name,
+                         kc_patch_type type, const json_t *patch, const kc_patch_opts *opts,
+                         json_t **out, kc_err *err)
 {
     if (out)
         *out = NULL;
-    kc_code code = check_args(c, res, ns, true, "kc_patch", err);
+    kc_code code = check_args(via_target(v), res, ns, true, "kc_patch", err);
     if (code != KC_OK)
         return code;
     if (!name || !name[0])
@@ -477,15 +516,30 @@ kc_code kc_patch(kc_client *c, const kc_resource *res, const char *ns, const cha
     char *path = sb_take(&b);
     if (!path)
         return kc_err_set(err, KC_ENOMEM, "out of memory building a path");
-    code = call(c, "PATCH", path, ctype, patch, out, err);
+    code = call_via(v, "PATCH", path, ctype, patch, out, err);
     free(path);
     return code;
 }
 
-kc_code kc_delete(kc_client *c, const kc_resource *res, const char *ns, const char *name,
-                  kc_propagation prop, const char *precondition_uid, kc_err *err)
+kc_code kc_patch(kc_client *c, const kc_resource *res, const char *ns, const char *name,
+                 kc_patch_type type, const json_t *patch, const kc_patch_opts *opts, json_t **out,
+                 kc_err *err)
 {
-    kc_code code = check_args(c, res, ns, true, "kc_delete", err);
+    return patch_via(&(via){.c = c}, res, ns, name, type, patch, opts, out, err);
+}
+
+kc_code kc_patch_async(kc_pipe *p, const char *lane, const kc_resource *res, const char *ns,
+                       const char *name, kc_patch_type type, const json_t *patch,
+                       const kc_patch_opts *opts, kc_pipe_done_cb cb, void *ud, kc_err *err)
+{
+    return patch_via(&(via){.p = p, .lane = lane, .cb = cb, .ud = ud}, res, ns, name, type, patch,
+                     opts, NULL, err);
+}
+
+static kc_code delete_via(const via *v, const kc_resource *res, const char *ns, const char *name,
+                          kc_propagation prop, const char *precondition_uid, kc_err *err)
+{
+    kc_code code = check_args(via_target(v), res, ns, true, "kc_delete", err);
     if (code != KC_OK)
         return code;
     if (!name || !name[0])
@@ -515,8 +569,22 @@ kc_code kc_delete(kc_client *c, const kc_resource *res, const char *ns, const ch
         return kc_err_set(err, KC_ENOMEM, "out of memory building a path");
     }
     /* The response (the object being deleted, or a Status) is not needed. */
-    code = call(c, "DELETE", path, "application/json", opts, NULL, err);
+    code = call_via(v, "DELETE", path, "application/json", opts, NULL, err);
     json_decref(opts);
     free(path);
     return code;
+}
+
+kc_code kc_delete(kc_client *c, const kc_resource *res, const char *ns, const char *name,
+                  kc_propagation prop, const char *precondition_uid, kc_err *err)
+{
+    return delete_via(&(via){.c = c}, res, ns, name, prop, precondition_uid, err);
+}
+
+kc_code kc_delete_async(kc_pipe *p, const char *lane, const kc_resource *res, const char *ns,
+                        const char *name, kc_propagation prop, const char *precondition_uid,
+                        kc_pipe_done_cb cb, void *ud, kc_err *err)
+{
+    return delete_via(&(via){.p = p, .lane = lane, .cb = cb, .ud = ud}, res, ns, name, prop,
+                      precondition_uid, err);
 }

@@ -85,4 +85,16 @@ typedef enum kc_propagation {
 kc_code kc_delete(kc_client *c, const kc_resource *res, const char *ns, const char *name,
                   kc_propagation prop, const char *precondition_uid, kc_err *err);
 
+/* The same writes handed to a pipe (kc_pipe_submit): the same checks and request, no waiting.
+ * KC_OK means handed over; the answer reaches cb on the pipe's thread (status and body there).
+ * Requests with the same lane (e.g. a node's name) reach the server in the order given. */
+kc_code kc_create_async(kc_pipe *p, const char *lane, const kc_resource *res, const char *ns,
+                        const json_t *obj, kc_pipe_done_cb cb, void *ud, kc_err *err);
+kc_code kc_patch_async(kc_pipe *p, const char *lane, const kc_resource *res, const char *ns,
+                       const char *name, kc_patch_type type, const json_t *patch,
+                       const kc_patch_opts *opts, kc_pipe_done_cb cb, void *ud, kc_err *err);
+kc_code kc_delete_async(kc_pipe *p, const char *lane, const kc_resource *res, const char *ns,
+                        const char *name, kc_propagation prop, const char *precondition_uid,
+                        kc_pipe_done_cb cb, void *ud, kc_err *err);
+
 #endif

@@ -51,6 +51,22 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* Waiters to wake once mu is released. Signalling under the lock let the woken thread
+ * preempt the signaller while it still held mu and then block on it, and the whole queue waited
+ * until the signaller was scheduled again: tens of milliseconds on a busy machine. */
+typedef struct wakeups {
+    int ready;  /* keys queued for workers */
+    bool delay; /* the delay thread's next deadline moved */
+} wakeups;
+
+static void wake(kc_workqueue *q, const wakeups *w)
+{
+    for (int i = 0; i < w->ready; i++)
+        pthread_cond_signal(&q->ready);
+    if (w->delay)
+        pthread_cond_signal(&q->delay_wake);
+}
+
 /* ---- FIFO and the add/get/done core (mu held) ---- */
 
 static kc_code ring_push(kc_workqueue *q, const char *key)
@@ -83,7 +99,7 @@ static char *ring_pop(kc_workqueue *q)
     return k;
 }
 
-static kc_code add_locked(kc_workqueue *q, const char *key)
+static kc_code add_locked(kc_workqueue *q, const char *key, wakeups *w)
 {
     if (kc_map_get(q->dirty, key))
         return KC_OK;
@@ -96,7 +112,7 @@ static kc_code add_locked(kc_workqueue *q, const char *key)
         kc_map_remove(q->dirty, key);
         return KC_ENOMEM;
     }
-    pthread_cond_signal(&q->ready);
+    w->ready++;
     return KC_OK;
 }
 
@@ -159,7 +175,7 @@ static delayed heap_pop(kc_workqueue *q)
     return top;
 }
 
-static kc_code delay_locked(kc_workqueue *q, const char *key, uint64_t deadline)
+static kc_code delay_locked(kc_workqueue *q, const char *key, uint64_t deadline, wakeups *w)
 {
     uintptr_t idx = (uintptr_t)kc_map_get(q->waiting, key);
     if (idx) {
@@ -168,7 +184,7 @@ static kc_code delay_locked(kc_workqueue *q, const char *key, uint64_t deadline)
         if (deadline < d->deadline_ns) {
             d->deadline_ns = deadline;
             sift_up(q, idx - 1);
-            pthread_cond_signal(&q->delay_wake);
+            w->delay = true;
         }
         return KC_OK;
     }
@@ -189,7 +205,7 @@ static kc_code delay_locked(kc_workqueue *q, const char *key, uint64_t deadline)
     }
     q->heap[q->hlen++] = (delayed){.key = k, .deadline_ns = deadline, .seq = q->seq++};
     sift_up(q, q->hlen - 1);
-    pthread_cond_signal(&q->delay_wake);
+    w->delay = true;
     return KC_OK;
 }
 
@@ -199,11 +215,18 @@ static void *delay_main(void *arg)
     pthread_mutex_lock(&q->mu);
     while (!q->shutting_down) {
         uint64_t now = now_ns();
+        wakeups w = {0};
         while (q->hlen && q->heap[0].deadline_ns <= now) {
             delayed d = heap_pop(q);
             /* On allocation failure the key is lost; nothing better can be done here. */
-            add_locked(q, d.key);
+            add_locked(q, d.key, &w);
             free(d.key);
+        }
+        if (w.ready) {
+            pthread_mutex_unlock(&q->mu);
+            wake(q, &w);
+            pthread_mutex_lock(&q->mu);
+            continue; /* the heap may have changed meanwhile */
         }
         if (!q->hlen) {
             pthread_cond_wait(&q->delay_wake, &q->mu);
@@ -323,15 +346,32 @@ kc_code kc_workqueue_add_after(kc_workqueue *q, const char *key, long delay_ms)
     if (!q || !key)
         return KC_EARG;
     kc_code rc;
+    wakeups w = {0};
     pthread_mutex_lock(&q->mu);
     if (q->shutting_down)
         rc = KC_ECANCELED;
     else if (delay_ms <= 0)
-        rc = add_locked(q, key);
+        rc = add_locked(q, key, &w);
     else
-        rc = delay_locked(q, key, now_ns() + (uint64_t)delay_ms * 1000000ULL);
+        rc = delay_locked(q, key, now_ns() + (uint64_t)delay_ms * 1000000ULL, &w);
     pthread_mutex_unlock(&q->mu);
+    wake(q, &w);
     return rc;
+}
+
+long kc_workqueue_delayed_ms(kc_workqueue *q, const char *key)
+{
+    if (!q || !key)
+        return -1;
+    long ms = -1;
+    pthread_mutex_lock(&q->mu);
+    uintptr_t at = (uintptr_t)kc_map_get(q->waiting, key);
+    if (at) {
+        uint64_t now = now_ns(), due = q->heap[at - 1].deadline_ns;
+        ms = due > now ? (long)((due - now + 999999) / 1000000) : 0;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return ms;
 }
 
 /* Per-key exponential delay for the given failure count. */
@@ -375,6 +415,7 @@ kc_code kc_workqueue_add_rate_limited(kc_workqueue *q, const char *key)
     if (!q || !key)
         return KC_EARG;
     kc_code rc = KC_OK;
+    wakeups w = {0};
     pthread_mutex_lock(&q->mu);
     if (q->shutting_down) {
         rc = KC_ECANCELED;
@@ -389,9 +430,10 @@ kc_code kc_workqueue_add_rate_limited(kc_workqueue *q, const char *key)
     double b = bucket_ms(q, true);
     double ms = a > b ? a : b;
     uint64_t delay_ns = (uint64_t)(ms * 1e6);
-    rc = delay_ns ? delay_locked(q, key, now_ns() + delay_ns) : add_locked(q, key);
+    rc = delay_ns ? delay_locked(q, key, now_ns() + delay_ns, &w) : add_locked(q, key, &w);
 unlock:
     pthread_mutex_unlock(&q->mu);
+    wake(q, &w);
     return rc;
 }
 
@@ -445,15 +487,17 @@ void kc_workqueue_done(kc_workqueue *q, const char *key)
 {
     if (!q || !key)
         return;
+    wakeups w = {0};
     pthread_mutex_lock(&q->mu);
     if (kc_map_remove(q->processing, key) && kc_map_get(q->dirty, key)) {
         /* Re-added while it was processing: hand it out again now. */
         if (ring_push(q, key) != KC_OK)
             kc_map_remove(q->dirty, key);
         else
-            pthread_cond_signal(&q->ready);
+            w.ready++;
     }
     pthread_mutex_unlock(&q->mu);
+    wake(q, &w);
 }
 
 bool kc_workqueue_shutting_down(kc_workqueue *q)

@@ -46,6 +46,9 @@ int kc_workqueue_num_requeues(kc_workqueue *q, const char *key);
 /* The delay add_rate_limited would apply now for key, in ms, without consuming anything:
  * max(base × 2^failures capped, token bucket wait). */
 long kc_workqueue_peek_delay_ms(kc_workqueue *q, const char *key);
+/* The ms left until a delayed add of key (add_after, add_rate_limited) queues it; -1 when none is
+ * pending. */
+long kc_workqueue_delayed_ms(kc_workqueue *q, const char *key);
 
 /* Blocks until a key is available and hands it out: *key is malloc'd and owned by the caller, who
  * must call kc_workqueue_done(q, *key) when finished with it and then free it. Returns false (and

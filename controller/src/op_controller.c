@@ -203,9 +203,89 @@ static void on_policy(kc_informer *i, const json_t *o, void *ud)
     (void)o;
     kc_workqueue_add(((op_controller *)ud)->q, OP_KEY_POLICY);
 }
+/* Whether key is one of the NULL-terminated list. */
+static bool listed(const char *key, const char *const *list)
+{
+    for (; list && *list; list++)
+        if (!strcmp(key, *list))
+            return true;
+    return false;
+}
+
+/* Members of an object whose keys are not in skip. */
+static size_t size_except(const json_t *o, const char *const *skip)
+{
+    size_t n = 0;
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)o, k, v) n += !listed(k, skip);
+    return n;
+}
+
+/* Whether two states of an object are equal once the top-level keys in skip and the metadata
+ * keys in meta_skip are left out. */
+static bool same_except(const json_t *a, const json_t *b, const char *const *skip,
+                        const char *const *meta_skip)
+{
+    if (size_except(a, skip) != size_except(b, skip))
+        return false;
+    const char *k;
+    const json_t *va;
+    json_object_foreach((json_t *)a, k, va)
+    {
+        if (listed(k, skip))
+            continue;
+        const json_t *vb = json_object_get(b, k);
+        if (!vb)
+            return false;
+        if (strcmp(k, "metadata") != 0 || !json_is_object(va) || !json_is_object(vb)) {
+            if (!json_equal(va, vb))
+                return false;
+            continue;
+        }
+        if (size_except(va, meta_skip) != size_except(vb, meta_skip))
+            return false;
+        const char *mk;
+        const json_t *ma;
+        json_object_foreach((json_t *)va, mk, ma)
+        {
+            const json_t *mb = json_object_get(vb, mk);
+            if (!listed(mk, meta_skip) && (!mb || !json_equal(ma, mb)))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* Whether two states of an object differ at most in status and metadata.resourceVersion /
+ * managedFields. */
+static bool same_but_status(const json_t *a, const json_t *b)
+{
+    static const char *const top[] = {"status", NULL};
+    static const char *const meta[] = {"resourceVersion", "managedFields", NULL};
+    return same_except(a, b, top, meta);
+}
+/* The status reconciler's own writes come back as updates of the active ClusterPolicy. They
+ * change nothing the policy reconcile reads (it renders and applies from the spec and metadata),
+ * so a status-only change of the active policy queues only the status reconcile, which puts a
+ * status someone else overwrote right. Rendering, applying and listing every state's objects on
+ * each status write, as a rollout makes hundreds, held the node cache and the workers for tens of
+ * milliseconds each time. A status change of another policy still goes to the policy reconcile,
+ * which marks it ignored. */
 static void on_policy_upd(kc_informer *i, const json_t *a, const json_t *b, void *ud)
 {
-    (void)a;
+    op_controller *c = ud;
+    if (same_but_status(a, b)) {
+        const char *name = str_at(b, "metadata", "name");
+        pthread_mutex_lock(&c->mu);
+        const char *active = c->policy ? str_at(c->policy, "metadata", "name") : NULL;
+        bool is_active = name && active && !strcmp(name, active);
+        pthread_mutex_unlock(&c->mu);
+        if (is_active) {
+            kc_workqueue_add_after(c->q, OP_KEY_STATUS, 100);
+            return;
+        }
+    }
     on_policy(i, b, ud);
 }
 static void node_added(kc_informer *i, const json_t *o, void *ud)
@@ -230,31 +310,8 @@ static void on_node_add(kc_informer *i, const json_t *o, void *ud)
  * container start time) cannot change a reconcile's outcome and queues nothing. */
 static bool same_but_rv(const json_t *a, const json_t *b)
 {
-    if (json_object_size(a) != json_object_size(b))
-        return false;
-    const char *k;
-    const json_t *va;
-    json_object_foreach((json_t *)a, k, va)
-    {
-        const json_t *vb = json_object_get(b, k);
-        if (strcmp(k, "metadata") != 0) {
-            if (!vb || !json_equal(va, vb))
-                return false;
-            continue;
-        }
-        if (!json_is_object(va) || !json_is_object(vb) ||
-            json_object_size(va) != json_object_size(vb))
-            return false;
-        const char *mk;
-        const json_t *ma;
-        json_object_foreach((json_t *)va, mk, ma)
-        {
-            const json_t *mb = json_object_get(vb, mk);
-            if (!mb || (strcmp(mk, "resourceVersion") != 0 && !json_equal(ma, mb)))
-                return false;
-        }
-    }
-    return true;
+    static const char *const meta[] = {"resourceVersion", NULL};
+    return same_except(a, b, NULL, meta);
 }
 
 static void on_node_upd(kc_informer *i, const json_t *a, const json_t *b, void *ud)
@@ -277,10 +334,39 @@ static void on_node_del(kc_informer *i, const json_t *o, void *ud)
         atomic_fetch_sub(&((op_controller *)ud)->gpu_nodes, 1);
     node_added(i, o, ud);
 }
+/* Counts a pod (d = 1) or stops counting it (d = -1) under its app label, unless terminating. */
+static void count_app_pod(op_controller *c, const json_t *pod, int d)
+{
+    const json_t *m = json_object_get(pod, "metadata");
+    const char *app = str_at(json_object_get(m, "labels"), "app", NULL);
+    if (!app || json_object_get(m, "deletionTimestamp"))
+        return;
+    pthread_mutex_lock(&c->mu);
+    uintptr_t n = (uintptr_t)kc_map_get(c->app_pods, app);
+    if (d > 0)
+        n++;
+    else if (n > 0)
+        n--;
+    if (n)
+        kc_map_put(c->app_pods, app, (void *)n, NULL); /* out of memory: the count is low */
+    else
+        kc_map_remove(c->app_pods, app);
+    pthread_mutex_unlock(&c->mu);
+}
+
+long op_app_pods(op_controller *c, const char *app)
+{
+    pthread_mutex_lock(&c->mu);
+    long n = (long)(uintptr_t)kc_map_get(c->app_pods, app);
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
 static void on_pod_add(kc_informer *i, const json_t *o, void *ud)
 {
     (void)i;
     index_pod(ud, o, true);
+    count_app_pod(ud, o, 1);
 }
 static void on_pod_upd(kc_informer *i, const json_t *a, const json_t *b, void *ud)
 {
@@ -294,11 +380,14 @@ static void on_pod_upd(kc_informer *i, const json_t *a, const json_t *b, void *u
     if (na && (!nb || strcmp(na, nb)))
         index_pod(ud, a, false);
     index_pod(ud, b, true);
+    count_app_pod(ud, a, -1);
+    count_app_pod(ud, b, 1);
 }
 static void on_pod_del(kc_informer *i, const json_t *o, void *ud)
 {
     (void)i;
     index_pod(ud, o, false);
+    count_app_pod(ud, o, -1);
 }
 /* Owned objects: a change may need a re-apply (someone edited or deleted one). DaemonSet status
  * changes matter to the ClusterPolicy status. */
@@ -487,17 +576,8 @@ static void *worker(void *arg)
             kind = "status";
             again = op_reconcile_status(c);
         } else if (!strncmp(key, OP_NODE_PREFIX, strlen(OP_NODE_PREFIX))) {
-            uint64_t ev = take_event(c, key), start = op_mono_ms(), wrote = 0;
-            again = op_reconcile_node(c, key + strlen(OP_NODE_PREFIX), &wrote);
-            /* A transition, timed from the event that allowed it: to its reconcile's start
-             * (waiting for a worker), to the first write sent (the operator's share), and to
-             * the last write acknowledged (adds the API server's time). */
-            if (wrote && ev && c->m_delay) {
-                uint64_t end = op_mono_ms();
-                kc_histogram_observe(c->m_queued, (double)(start - ev) / 1000.0);
-                kc_histogram_observe(c->m_delay, (double)(wrote - ev) / 1000.0);
-                kc_histogram_observe(c->m_applied, (double)(end - ev) / 1000.0);
-            }
+            uint64_t ev = take_event(c, key);
+            again = op_reconcile_node(c, key + strlen(OP_NODE_PREFIX), ev, op_mono_ms());
         }
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (c->m_duration) {
@@ -559,6 +639,16 @@ static void on_trim(uv_timer_t *t)
         kc_gauge_set(c->m_dict, (double)kc_pack_dict_entries(c->pack));
 }
 
+/* Metrics hook: the client's rate limiter keeps its own total. */
+static void sample_client(kc_registry *r, void *ud)
+{
+    (void)r;
+    op_controller *c = ud;
+    kc_client_stats st;
+    kc_client_get_stats(c->api, &st);
+    kc_counter_set(c->m_throttled, (double)st.throttled_ms / 1000.0);
+}
+
 static void on_stop(uv_async_t *a)
 {
     uv_stop(a->loop);
@@ -616,6 +706,7 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     c->admitted = kc_map_new();
     c->expect = kc_map_new();
     c->pods_by_node = kc_map_new();
+    c->app_pods = kc_map_new();
     c->pack = kc_pack_dict_new(KC_PACK_DICT_MAX);
     c->pack_codec = kc_pack_codec(c->pack);
     c->ds_by_state = json_object();
@@ -626,7 +717,7 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     atomic_init(&c->gpu_nodes, 0);
     kc_code rc = KC_OK;
     if (!c->ns || !c->workers || !c->results || !c->event_at || !c->admitted || !c->expect ||
-        !c->pods_by_node || !c->pack || !c->ds_by_state || !c->kinds) {
+        !c->pods_by_node || !c->app_pods || !c->pack || !c->ds_by_state || !c->kinds) {
         rc = kc_err_set(err, KC_ENOMEM, "out of memory");
         goto fail;
     }
@@ -639,7 +730,8 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     double qps = opts->qps > 0 ? opts->qps : 500;
     kc_client_opts co = {.qps = qps, .burst = (int)(2 * qps), .user_agent = agent};
     if ((rc = kc_client_new(opts->config, &co, &c->api, err)) != KC_OK ||
-        (rc = kc_client_new(opts->config, &co, &c->watch, err)) != KC_OK)
+        (rc = kc_client_new(opts->config, &co, &c->watch, err)) != KC_OK ||
+        (rc = kc_pipe_new(c->api, OP_PIPE_LANES, OP_PIPE_DEPTH, &c->pipe, err)) != KC_OK)
         goto fail;
     kc_workqueue_opts qo = {.qps = -1, .base_delay_ms = 5, .max_delay_ms = 60000};
     if ((rc = kc_workqueue_new(&qo, &c->q, err)) != KC_OK)
@@ -654,7 +746,8 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
         kc_metric *d = NULL, *qd = NULL, *ad = NULL;
         if (kc_metrics_histogram(opts->metrics, "gpu_operator_transition_delay_seconds",
                                  "from the watch event that allowed a node transition to the "
-                                 "operator's first resulting write request",
+                                 "operator's first resulting write request written to its "
+                                 "connection",
                                  NULL, b, 14, &d, NULL) == KC_OK &&
             kc_metrics_histogram(opts->metrics, "gpu_operator_transition_queued_seconds",
                                  "from the watch event that allowed a node transition to the "
@@ -679,6 +772,14 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
                              "distinct strings the node and pod caches share (bounded at 65536)",
                              NULL, &dict, NULL) == KC_OK)
             c->m_dict = kc_metric_with(dict, NULL);
+        kc_metric *thr = NULL;
+        if (kc_metrics_counter(opts->metrics, "gpu_operator_api_throttled_seconds_total",
+                               "time API requests waited for the client-side rate limit "
+                               "(--kube-api-qps, burst twice that)",
+                               NULL, &thr, NULL) == KC_OK &&
+            (c->m_throttled = kc_metric_with(thr, NULL)) &&
+            kc_metrics_add_hook(opts->metrics, sample_client, c, NULL, NULL) != KC_OK)
+            c->m_throttled = NULL;
     }
     /* Events about cluster-scoped objects (Nodes, the ClusterPolicy) must live in "default": the
      * API server refuses an involvedObject without namespace in any other namespace. */
@@ -701,6 +802,13 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
     uv_async_init(&c->loop, &c->stop_async, on_stop);
     atomic_store(&c->running, true);
     atomic_store(&c->gpu_nodes, 0); /* the new node cache's handlers count them again */
+    pthread_mutex_lock(&c->mu);     /* and the new pod cache's its pods */
+    kc_map *fresh = kc_map_new();
+    if (fresh) {
+        kc_map_free(c->app_pods, NULL);
+        c->app_pods = fresh;
+    }
+    pthread_mutex_unlock(&c->mu);
     uv_timer_init(&c->loop, &c->tick);
     c->tick.data = c;
     uv_timer_init(&c->loop, &c->trim);
@@ -787,6 +895,9 @@ void op_controller_free(op_controller *c)
 {
     if (!c)
         return;
+    if (c->m_throttled) /* the registry outlives us: its renders must stop reading c */
+        kc_metrics_remove_hook(c->o.metrics, sample_client, c);
+    kc_pipe_free(c->pipe); /* its last callbacks use the queue and the maps */
     kc_event_recorder_free(c->events);
     kc_workqueue_free(c->q);
     kc_client_free(c->api);
@@ -796,6 +907,7 @@ void op_controller_free(op_controller *c)
     kc_map_free(c->admitted, NULL);
     kc_map_free(c->expect, op_expect_free);
     kc_map_free(c->pods_by_node, free);
+    kc_map_free(c->app_pods, NULL);
     json_decref(c->policy);
     json_decref(c->last_spec);
     json_decref(c->ds_by_state);

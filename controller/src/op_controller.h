@@ -13,8 +13,12 @@
 
 typedef struct op_controller op_controller;
 
-/* Reconciles mostly wait on API writes; this many run at once by default. */
+/* Reconciles run this many at once by default. */
 #define OP_DEFAULT_WORKERS 8
+/* The node reconciler's writes go through this many pipelined connections (a node's writes
+ * always through the same one, in order), each with up to OP_PIPE_DEPTH requests unanswered. */
+#define OP_PIPE_LANES 4
+#define OP_PIPE_DEPTH 1024
 
 typedef struct op_controller_opts {
     const kc_config *config;    /* API server (copied by the clients) */

@@ -42,6 +42,7 @@ struct op_controller {
     op_controller_opts o;
     char *ns;
     kc_client *api, *watch;
+    kc_pipe *pipe; /* the node reconciler's writes: pipelined on api, answered later */
     uv_loop_t loop;
     uv_async_t stop_async;
     uv_timer_t tick;
@@ -65,18 +66,22 @@ struct op_controller {
     json_t *ds_by_state;  /* state name → array of DaemonSet names rendered */
     kc_map *results;      /* node name → op_node_result* */
     kc_map *pods_by_node; /* node name → pod_set: names of its pods in our namespace */
+    /* app label → (uintptr_t) pods in our namespace with that label and no deletionTimestamp,
+     * kept by the pod handlers (under mu; emptied when a run starts its new caches) */
+    kc_map *app_pods;
 
     /* metrics */
     kc_series *m_gpu_nodes, *m_status, *m_reconciles, *m_failed, *m_last_success, *m_nfd;
     kc_metric *m_state_nodes, *m_duration;
-    kc_series *m_delay;   /* event received → first resulting write sent, per transition */
-    kc_series *m_queued;  /* event received → the reconcile's start */
-    kc_series *m_applied; /* event received → last resulting write acknowledged */
-    kc_series *m_ignored; /* node/pod updates that changed nothing the operator reads */
-    kc_map *event_at;     /* node key → first unprocessed event time (boxed ms), under mu */
-    kc_map *admitted;     /* nodes admitted to a driver upgrade, not yet seen so in the cache */
-    kc_map *expect;       /* node name → op_expect*: own writes the caches have not shown yet */
-    kc_series *m_dict;    /* strings in the node and pod caches' shared dictionary */
+    kc_series *m_delay;     /* event received → first resulting write sent, per transition */
+    kc_series *m_queued;    /* event received → the reconcile's start */
+    kc_series *m_applied;   /* event received → last resulting write acknowledged */
+    kc_series *m_ignored;   /* node/pod updates that changed nothing the operator reads */
+    kc_map *event_at;       /* node key → first unprocessed event time (boxed ms), under mu */
+    kc_map *admitted;       /* nodes admitted to a driver upgrade, not yet seen so in the cache */
+    kc_map *expect;         /* node name → op_expect*: own writes the caches have not shown yet */
+    kc_series *m_dict;      /* strings in the node and pod caches' shared dictionary */
+    kc_series *m_throttled; /* time requests waited for the client-side rate limit */
 
     /* The node and pod caches keep packed records over one string dictionary. */
     kc_pack_dict *pack;
@@ -95,9 +100,14 @@ long op_reconcile_policy(op_controller *c);
 op_kind *op_kind_find(op_controller *c, const char *api_version, const char *kind);
 
 /* ---- op_nodes.c: the node reconciler ---- */
-/* *wrote: when the reconcile sent its first write to the API server (labels, pods;
- * CLOCK_MONOTONIC ms), 0 when it wrote nothing. */
-long op_reconcile_node(op_controller *c, const char *name, uint64_t *wrote);
+/* Hands the node's writes (labels, validation pods) to c->pipe and returns without waiting for
+ * them; a write that fails requeues the node. ev: when the watch event that queued the node
+ * arrived (0: none), start: when this reconcile started (CLOCK_MONOTONIC ms); once its last write
+ * is answered the transition is timed in the m_queued/m_delay/m_applied histograms. Returns a
+ * requeue delay (ms) or -1. */
+long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t start);
+/* Pods in the operator's namespace labelled app=<app> and not terminating (a DaemonSet's). */
+long op_app_pods(op_controller *c, const char *app);
 /* CLOCK_MONOTONIC in milliseconds (transition timings). */
 uint64_t op_mono_ms(void);
 /* Frees an op_expect (kc_map_free callback). */

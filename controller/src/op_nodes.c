@@ -2,6 +2,7 @@
  * lets op_gate decide, and writes the label patch, the validation pods and Events. */
 #include "op_controller_int.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,11 +26,130 @@ static uint64_t wall_ms(void)
     return (uint64_t)tv.tv_sec * 1000u + (uint64_t)tv.tv_usec / 1000u;
 }
 
-/* Notes the time the reconcile's first write is sent (CLOCK_MONOTONIC, ms). */
-static void first_write(uint64_t *at)
+/* ---- one reconcile's writes ----
+ * The reconcile hands its writes to the pipe and goes on; the pipe's thread answers them. The
+ * batch lives until the last answer (the reconcile holds one reference while it submits) and then
+ * times the transition: from the watch event that allowed it to the reconcile's start (waiting
+ * for a worker), to the first write sent (the operator's share), and to the last write answered
+ * (adds the API server's time). */
+typedef struct op_batch {
+    op_controller *c;
+    uint64_t ev, start;     /* CLOCK_MONOTONIC ms; ev 0: no event to time from */
+    atomic_int refs;        /* the reconcile's own, plus one per write not answered yet */
+    _Atomic uint64_t first; /* the first write sent; 0: none yet */
+    char node[];
+} op_batch;
+
+enum { W_LABELS, W_DELETE, W_CREATE };
+
+typedef struct op_write {
+    op_batch *b;
+    int what;
+    char pod[]; /* the pod deleted or created */
+} op_write;
+
+static op_batch *batch_new(op_controller *c, const char *node, uint64_t ev, uint64_t start)
 {
-    if (!*at)
-        *at = op_mono_ms();
+    op_batch *b = calloc(1, sizeof(*b) + strlen(node) + 1);
+    if (!b)
+        return NULL;
+    b->c = c;
+    b->ev = ev;
+    b->start = start;
+    atomic_init(&b->refs, 1);
+    atomic_init(&b->first, 0);
+    strcpy(b->node, node);
+    return b;
+}
+
+/* Notes a write sent at `at` (the earliest one counts). */
+static void batch_sent(op_batch *b, uint64_t at)
+{
+    uint64_t cur = atomic_load(&b->first);
+    while (at && (!cur || at < cur) && !atomic_compare_exchange_weak(&b->first, &cur, at)) {
+    }
+}
+
+static void batch_release(op_batch *b)
+{
+    if (!b || atomic_fetch_sub(&b->refs, 1) != 1)
+        return;
+    op_controller *c = b->c;
+    uint64_t first = atomic_load(&b->first);
+    if (first && b->ev && c->m_delay) {
+        uint64_t end = op_mono_ms();
+        kc_histogram_observe(c->m_queued, (double)(b->start - b->ev) / 1000.0);
+        kc_histogram_observe(c->m_delay, (double)(first - b->ev) / 1000.0);
+        kc_histogram_observe(c->m_applied, (double)(end - b->ev) / 1000.0);
+    }
+    free(b);
+}
+
+static void drop_expectation(op_controller *c, const char *node)
+{
+    pthread_mutex_lock(&c->mu);
+    op_expect_free(kc_map_remove(c->expect, node));
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* A write's answer, on the pipe's thread. A failed write drops what the node's reconciles expect
+ * of their writes (the next one sees the caches as they are) and requeues the node. */
+static void write_done(const kc_pipe_result *r, void *ud)
+{
+    op_write *w = ud;
+    op_batch *b = w->b;
+    op_controller *c = b->c;
+    batch_sent(b, r->sent_ms);
+    bool ok = r->code == KC_OK || (w->what == W_DELETE && r->code == KC_ENOTFOUND) ||
+              (w->what == W_CREATE && r->code == KC_EALREADYEXISTS);
+    const char *msg = r->err ? r->err->msg : "";
+    if (ok && w->what == W_CREATE && r->code == KC_OK)
+        kc_info("validation pod created", "node=%s pod=%s", b->node, w->pod);
+    if (!ok) {
+        if (w->what == W_LABELS)
+            kc_warn("cannot label node", "node=%s err=\"%s\"", b->node, msg);
+        else if (w->what == W_DELETE)
+            kc_warn("cannot delete a validation pod", "pod=%s err=\"%s\"", w->pod, msg);
+        else
+            kc_warn("cannot create a validation pod", "node=%s err=\"%s\"", b->node, msg);
+        drop_expectation(c, b->node);
+        char key[300];
+        snprintf(key, sizeof(key), OP_NODE_PREFIX "%s", b->node);
+        kc_workqueue_add_after(c->q, key, w->what == W_CREATE ? 2000 : 1000);
+    }
+    free(w);
+    batch_release(b);
+}
+
+/* Hands one write to the pipe; false when it could not be (logged; the caller requeues). */
+static bool submit(op_batch *b, int what, const char *pod, const json_t *body)
+{
+    op_controller *c = b->c;
+    if (!pod) /* a creation: the pod's name, for the log */
+        pod = str_at(json_object_get(body, "metadata"), "name", NULL);
+    op_write *w = calloc(1, sizeof(*w) + (pod ? strlen(pod) : 0) + 1);
+    if (!w)
+        return false;
+    w->b = b;
+    w->what = what;
+    strcpy(w->pod, pod ? pod : "");
+    atomic_fetch_add(&b->refs, 1);
+    kc_err err;
+    kc_code rc;
+    if (what == W_LABELS)
+        rc = kc_patch_async(c->pipe, b->node, &KC_RES_NODES, NULL, b->node, KC_PATCH_MERGE, body,
+                            NULL, write_done, w, &err);
+    else if (what == W_DELETE)
+        rc = kc_delete_async(c->pipe, b->node, &KC_RES_PODS, c->ns, pod, KC_PROPAGATE_BACKGROUND,
+                             NULL, write_done, w, &err);
+    else
+        rc = kc_create_async(c->pipe, b->node, &KC_RES_PODS, c->ns, body, write_done, w, &err);
+    if (rc == KC_OK)
+        return true;
+    kc_warn("cannot send a write", "node=%s err=\"%s\"", b->node, err.msg);
+    free(w);
+    atomic_fetch_sub(&b->refs, 1); /* the reconcile still holds its own */
+    return false;
 }
 
 const char *op_node_result_reason(const op_node_result *r)
@@ -421,7 +541,7 @@ static kc_code node_patch(op_controller *c, const char *name, json_t *patch, kc_
  * uncordon. autoUpgrade false only marks nodes upgrade-required (the user deletes the pods).
  * Returns a requeue delay or -1. */
 static long driver_upgrade(op_controller *c, const json_t *node, const json_t *policy,
-                           const json_t *driver_pod, const op_gate_out *gate, uint64_t *wrote)
+                           const json_t *driver_pod, const op_gate_out *gate, op_batch *b)
 {
     const json_t *spec = json_object_get(policy, "spec");
     if (!op_spec_enabled(spec, "driver", true))
@@ -471,7 +591,7 @@ static long driver_upgrade(op_controller *c, const json_t *node, const json_t *p
             kc_code rc =
                 kc_delete(c->api, &KC_RES_PODS, c->ns, str_at(driver_pod, "metadata", "name"),
                           KC_PROPAGATE_BACKGROUND, NULL, &err);
-            first_write(wrote);
+            batch_sent(b, op_mono_ms());
             if (rc != KC_OK && rc != KC_ENOTFOUND)
                 kc_warn("driver upgrade: cannot delete the driver pod", "node=%s err=\"%s\"", name,
                         err.msg);
@@ -498,7 +618,7 @@ static long driver_upgrade(op_controller *c, const json_t *node, const json_t *p
         json_object_set_new(patch, "metadata", meta);
     }
     json_object_set_new(meta, "labels", json_pack("{s:s}", UPGRADE_LABEL, next));
-    first_write(wrote);
+    batch_sent(b, op_mono_ms());
     if (node_patch(c, name, patch, &err) != KC_OK) {
         kc_warn("driver upgrade: cannot update the node", "node=%s err=\"%s\"", name, err.msg);
         if (!strcmp(next, "cordon-required")) {
@@ -519,9 +639,8 @@ static long driver_upgrade(op_controller *c, const json_t *node, const json_t *p
     return 200;
 }
 
-long op_reconcile_node(op_controller *c, const char *name, uint64_t *wrote)
+long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t start)
 {
-    *wrote = 0;
     json_t *node = kc_informer_get(c->nodes, NULL, name);
     if (!node && kc_informer_has(c->nodes, NULL, name))
         return 1000; /* cached but could not be read: out of memory */
@@ -534,6 +653,7 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t *wrote)
     long again = -1;
     json_t *pods = NULL, *owner = NULL;
     char *vimg = NULL;
+    op_batch *batch = NULL;
     op_gate_out out = {0};
     if (!policy)
         goto done;
@@ -573,68 +693,56 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t *wrote)
                 in.stage[s].operand_pod = p;
         }
     }
-    if (op_gate_node(&gp, &in, &out, &err) != KC_OK || !out.labels || !out.annotations) {
+    if (op_gate_node(&gp, &in, &out, &err) != KC_OK || !out.labels || !out.annotations ||
+        !(batch = batch_new(c, name, ev, start))) {
         again = 1000;
         goto done;
     }
-    long up = driver_upgrade(c, node, policy, in.stage[OP_STAGE_DRIVER].operand_pod, &out, wrote);
+    long up = driver_upgrade(c, node, policy, in.stage[OP_STAGE_DRIVER].operand_pod, &out, batch);
     if (up >= 0 && (again < 0 || up < again))
         again = up;
-    bool labelled = false;
-    if (json_object_size(out.labels) > 0 || json_object_size(out.annotations) > 0) {
-        json_t *patch = json_pack("{s:{s:O, s:O}}", "metadata", "labels", out.labels, "annotations",
-                                  out.annotations);
-        first_write(wrote);
-        if (!patch) {
-            again = 1000;
-        } else if (kc_patch(c->api, &KC_RES_NODES, NULL, name, KC_PATCH_MERGE, patch, NULL, NULL,
-                            &err) != KC_OK) {
-            kc_warn("cannot label node", "node=%s err=\"%s\"", name, err.msg);
-            again = 1000;
-        } else {
-            labelled = true;
-        }
-        json_decref(patch);
-    }
+    /* What the writes will do is recorded first: the pipe may answer before this returns, and a
+     * failed write drops the record. */
+    bool label = json_object_size(out.labels) > 0 || json_object_size(out.annotations) > 0;
     json_t *created = json_array(), *deleted = json_array();
-    json_array_foreach(out.remove, i, p)
-    {
-        first_write(wrote);
-        kc_code rc = kc_delete(c->api, &KC_RES_PODS, c->ns, json_string_value(p),
-                               KC_PROPAGATE_BACKGROUND, NULL, &err);
-        if (rc == KC_OK || rc == KC_ENOTFOUND)
-            json_array_append(deleted, (json_t *)p);
-        else
-            kc_warn("cannot delete a validation pod", "pod=%s err=\"%s\"", json_string_value(p),
-                    err.msg);
-    }
+    json_array_extend(deleted, out.remove);
     json_array_foreach(out.create, i, p)
     {
-        first_write(wrote);
-        kc_code rc = kc_create(c->api, &KC_RES_PODS, c->ns, p, NULL, &err);
-        if (rc == KC_OK)
-            kc_info("validation pod created", "node=%s pod=%s", name,
-                    str_at(p, "metadata", "name"));
-        else if (rc != KC_EALREADYEXISTS) {
-            kc_warn("cannot create a validation pod", "node=%s err=\"%s\"", name, err.msg);
-            again = 2000;
-        }
         /* What the gate reads of a pod just created: its identity, labels, annotations (the
          * validation key) and node; the whole spec is not kept. */
         const json_t *m = json_object_get(p, "metadata");
-        if (rc == KC_OK || rc == KC_EALREADYEXISTS)
-            json_array_append_new(
-                created,
-                json_pack("{s:{s:O*, s:O*, s:O*, s:O*}, s:{s:O*}}", "metadata", "name",
-                          json_object_get(m, "name"), "namespace", json_object_get(m, "namespace"),
-                          "labels", json_object_get(m, "labels"), "annotations",
-                          json_object_get(m, "annotations"), "spec", "nodeName",
-                          json_object_get(json_object_get(p, "spec"), "nodeName")));
+        json_array_append_new(created,
+                              json_pack("{s:{s:O*, s:O*, s:O*, s:O*}, s:{s:O*}}", "metadata",
+                                        "name", json_object_get(m, "name"), "namespace",
+                                        json_object_get(m, "namespace"), "labels",
+                                        json_object_get(m, "labels"), "annotations",
+                                        json_object_get(m, "annotations"), "spec", "nodeName",
+                                        json_object_get(json_object_get(p, "spec"), "nodeName")));
     }
-    expect(c, name, labelled ? out.labels : NULL, labelled ? out.annotations : NULL, created,
-           deleted);
+    expect(c, name, label ? out.labels : NULL, label ? out.annotations : NULL, created, deleted);
     json_decref(created);
     json_decref(deleted);
+    bool sent = true;
+    if (label) {
+        json_t *patch = json_pack("{s:{s:O, s:O}}", "metadata", "labels", out.labels, "annotations",
+                                  out.annotations);
+        sent = patch && submit(batch, W_LABELS, NULL, patch);
+        json_decref(patch);
+    }
+    json_array_foreach(out.remove, i, p)
+    {
+        if (!submit(batch, W_DELETE, json_string_value(p), NULL))
+            sent = false;
+    }
+    json_array_foreach(out.create, i, p)
+    {
+        if (!submit(batch, W_CREATE, NULL, p))
+            sent = false;
+    }
+    if (!sent) {
+        drop_expectation(c, name);
+        again = 1000;
+    }
     if (out.phase == OP_NODE_FAILED && out.stage == OP_STAGE_MIG)
         explain_mig_failure(c, node, policy, &out);
     if (out.requeue_ms >= 0 && (again < 0 || out.requeue_ms < again))
@@ -647,6 +755,7 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t *wrote)
         kc_workqueue_add_after(c->q, OP_KEY_STATUS, 100);
     free(prev.reason);
 done:
+    batch_release(batch);
     op_gate_out_clear(&out);
     free(vimg);
     json_decref(pods);

@@ -23,8 +23,11 @@ static long long num(const json_t *o, const char *k)
     return json_integer_value(json_object_get(o, k));
 }
 
-/* NVIDIA's readiness rule for a DaemonSet. */
-static bool ds_ready(const json_t *ds, char *why, size_t size)
+/* NVIDIA's readiness rule for a DaemonSet, on a status that has caught up with its pods: live is
+ * the number of its pods the pod cache holds (not terminating). The DaemonSet controller writes
+ * the status after it creates a pod, so a node labelled for the state a moment ago can have a
+ * Ready pod (and be validated) while the status still counts one node fewer, and reads ready. */
+static bool ds_ready(const json_t *ds, long live, char *why, size_t size)
 {
     if (!ds) {
         snprintf(why, size, "not created yet");
@@ -32,6 +35,10 @@ static bool ds_ready(const json_t *ds, char *why, size_t size)
     }
     const json_t *st = json_object_get(ds, "status");
     long long desired = num(st, "desiredNumberScheduled");
+    if (live > desired) {
+        snprintf(why, size, "%ld pods, status not caught up (%lld scheduled)", live, desired);
+        return false;
+    }
     if (desired == 0)
         return true;
     long long gen = num(json_object_get(ds, "metadata"), "generation");
@@ -254,7 +261,7 @@ long op_reconcile_status(op_controller *c)
             if (!ds && kc_informer_has(c->daemonsets, c->ns, json_string_value(d)))
                 oom = true; /* not "not created yet" */
             char w[200];
-            if (!ds_ready(ds, w, sizeof(w))) {
+            if (!ds_ready(ds, op_app_pods(c, json_string_value(d)), w, sizeof(w))) {
                 ok = false;
                 snprintf(why, sizeof(why), "DaemonSet %s: %s", json_string_value(d), w);
             }

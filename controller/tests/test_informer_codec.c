@@ -3,8 +3,10 @@
  * and an encoder failure is retried like any out-of-memory error. */
 #include <criterion/criterion.h>
 #include <stdatomic.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "informer_env.h"
 
@@ -21,9 +23,21 @@ static void *counting_encode(const json_t *obj, void *ud)
     return kc_informer_json_text_codec.encode(obj, ud);
 }
 
+/* A decode on a thread that set hold_here waits, after signalling that it started, until the
+ * test lets it go: the record stays in use while the watch replaces and deletes it. */
+static _Thread_local bool hold_here;
+static atomic_bool decoding, let_go, held_out;
+
 static json_t *counting_decode(const void *rec, void *ud)
 {
     atomic_fetch_add(&decodes, 1);
+    if (hold_here) {
+        atomic_store(&decoding, true);
+        /* Bounded, so that a cache that blocks on its readers fails the test, not hangs it. */
+        for (int i = 0; i < 3000 && !atomic_load(&let_go); i++)
+            usleep(1000);
+        atomic_store(&held_out, !atomic_load(&let_go));
+    }
     return kc_informer_json_text_codec.decode(rec, ud);
 }
 
@@ -154,6 +168,61 @@ Test(informer_codec, encoder_failure_backs_off_and_retries)
     json_t *a = kc_informer_get(e.inf, "ns", "a");
     cr_assert_str_eq(data_v(a), "1");
     json_decref(a);
+    ie_fini(&e);
+    cr_assert_eq(atomic_load(&frees), atomic_load(&encodes));
+}
+
+static void *slow_reader(void *arg)
+{
+    hold_here = true;
+    return kc_informer_get(arg, "ns", "x");
+}
+
+static bool updated_and_deleted(ie_env *e)
+{
+    return e->updates == 1 && e->deletes == 1;
+}
+
+/* A read decodes outside the cache lock: the watch goes on replacing and deleting the object
+ * meanwhile, and the record being read is freed by the reader, not under it. */
+Test(informer_codec, reads_decode_outside_the_lock)
+{
+    reset_counts();
+    atomic_store(&decoding, false);
+    atomic_store(&let_go, false);
+    atomic_store(&held_out, false);
+    ie_env e;
+    ie_init(&e, &KC_RES_CONFIGMAPS);
+    ie_put_cm(&e, "ns", "x", "0");
+    kc_informer_opts o = ie_fast_opts();
+    o.codec = &counting;
+    ie_informer(&e, &KC_RES_CONFIGMAPS, NULL, &o);
+    ie_start_synced(&e);
+    ie_wait_watches(&e, 1);
+
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, slow_reader, e.inf), 0);
+    long long end = ie_now_ms() + 5000;
+    while (!atomic_load(&decoding) && ie_now_ms() < end)
+        usleep(1000);
+    cr_assert(atomic_load(&decoding), "the reader never started decoding");
+
+    ie_put_cm(&e, "ns", "x", "1");
+    fakeapi_delete(e.api, "ns", "x");
+    bool applied = ie_wait_for(&e, updated_and_deleted, 5000);
+    int freed_while_read = atomic_load(&frees);
+    atomic_store(&let_go, true);
+    json_t *got = NULL;
+    pthread_join(t, (void **)&got);
+    cr_assert(applied && !atomic_load(&held_out),
+              "the watch waited for the reader (updates %d, deletes %d)", e.updates, e.deletes);
+    cr_assert_eq(freed_while_read, 1, "only the version nobody was reading is freed (%d)",
+                 freed_while_read);
+    cr_assert_not_null(got);
+    cr_assert_str_eq(data_v(got), "0", "the reader gets the version it found");
+    json_decref(got);
+    cr_assert_eq(atomic_load(&frees), 2, "the reader freed the record it held");
+    cr_assert_null(kc_informer_get(e.inf, "ns", "x"));
     ie_fini(&e);
     cr_assert_eq(atomic_load(&frees), atomic_load(&encodes));
 }

@@ -431,6 +431,28 @@ Test(metrics, hooks_run_before_each_render)
     cr_assert_eq(hook_freed, 1);
 }
 
+Test(metrics, a_removed_hook_no_longer_runs)
+{
+    kc_metric *m;
+    int other = 0;
+    hook_calls = hook_freed = 0;
+    cr_assert_eq(kc_metrics_gauge(reg, "queue_depth", "Items queued.", NULL, &m, NULL), KC_OK);
+    cr_assert_eq(kc_metrics_add_hook(reg, depth_hook, m, hook_free, NULL), KC_OK);
+    cr_assert_eq(kc_metrics_add_hook(reg, depth_hook, &other, NULL, NULL), KC_OK);
+    kc_metrics_remove_hook(reg, depth_hook, &other); /* another ud: the first hook stays */
+    assert_render("# HELP queue_depth Items queued.\n# TYPE queue_depth gauge\nqueue_depth 41\n");
+    cr_assert_eq(hook_freed, 0);
+    kc_metrics_remove_hook(reg, depth_hook, m);
+    cr_assert_eq(hook_freed, 1, "removing a hook frees its ud");
+    assert_render("# HELP queue_depth Items queued.\n# TYPE queue_depth gauge\nqueue_depth 41\n");
+    cr_assert_eq(hook_calls, 1, "a removed hook does not run");
+    kc_metrics_remove_hook(reg, depth_hook, m); /* nothing left to remove */
+    kc_metrics_remove_hook(NULL, depth_hook, m);
+    kc_registry_free(reg);
+    reg = NULL;
+    cr_assert_eq(hook_freed, 1, "freed once");
+}
+
 static double value_of(const char *text, const char *name)
 {
     char key[128];

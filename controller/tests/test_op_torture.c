@@ -545,8 +545,17 @@ static long run_step(env *e, step s)
         break;
     case STEP_NODES:
         for (size_t i = 0; i < sizeof(node_names) / sizeof(node_names[0]); i++) {
-            uint64_t wrote;
-            long a = op_reconcile_node(e->c, node_names[i], &wrote);
+            long a = op_reconcile_node(e->c, node_names[i], 0, 0);
+            if (a >= 0 && (again < 0 || a < again))
+                again = a;
+        }
+        /* The writes are answered on the pipe's thread; one that failed queues its node again
+         * after a delay (the watch handlers' adds are immediate: they do not count). */
+        kc_pipe_drain(e->c->pipe);
+        for (size_t i = 0; i < sizeof(node_names) / sizeof(node_names[0]); i++) {
+            char key[64];
+            snprintf(key, sizeof(key), OP_NODE_PREFIX "%s", node_names[i]);
+            long a = kc_workqueue_delayed_ms(e->c->q, key);
             if (a >= 0 && (again < 0 || a < again))
                 again = a;
         }
@@ -932,17 +941,19 @@ Test(op_torture, no_duplicate_writes_before_the_caches_catch_up)
     cr_assert_eq(ks_faults_install(&e->sim, rules, &err), KC_OK, "%s", err.msg);
     json_decref(rules);
     usleep(1000 * 1000); /* open streams are cut within 0.5 s */
-    uint64_t first = 0, again = 0;
     memset(&fh, 0, sizeof(fh));
     fh.armed = true;
-    op_reconcile_node(e->c, "gpu-0", &first);
+    op_reconcile_node(e->c, "gpu-0", 0, 0);
+    kc_pipe_drain(e->c->pipe);
     long calls = fh.count;
-    cr_assert_neq(first, 0, "the first reconcile labels the node");
-    cr_assert_geq(calls, 1, "at least the label patch: %ld requests", calls);
-    op_reconcile_node(e->c, "gpu-0", &again);
+    cr_assert_geq(calls, 1, "the first reconcile labels the node: %ld requests", calls);
+    op_reconcile_node(e->c, "gpu-0", 0, 0);
+    kc_pipe_drain(e->c->pipe);
     fh.armed = false;
-    cr_assert_eq(again, 0, "the reconcile before the caches caught up wrote again");
-    cr_assert_eq(fh.count, calls, "%ld more requests", fh.count - calls);
+    cr_assert_eq(fh.count, calls,
+                 "the reconcile before the caches caught up wrote again: %ld "
+                 "more requests",
+                 fh.count - calls);
     /* A node that is not reconciled again does not keep its expectation: the periodic sweep
      * drops it once it is past its deadline (10 s), and only then. */
     cr_assert_eq(op_expect_sweep(e->c, 0), 0, "a current expectation was swept");

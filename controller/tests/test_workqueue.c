@@ -203,6 +203,23 @@ Test(workqueue, delayed_add_keeps_the_earlier_deadline)
     kc_workqueue_free(q);
 }
 
+Test(workqueue, delayed_ms_reports_a_pending_delayed_add_only)
+{
+    kc_workqueue *q = mkq(NULL);
+    cr_assert_eq(kc_workqueue_delayed_ms(q, "a"), -1);
+    kc_workqueue_add(q, "a"); /* queued at once: no delayed add */
+    cr_assert_eq(kc_workqueue_delayed_ms(q, "a"), -1);
+    kc_workqueue_add_after(q, "a", 5000);
+    long ms = kc_workqueue_delayed_ms(q, "a");
+    cr_assert(ms > 4000 && ms <= 5000, "%ld ms", ms);
+    kc_workqueue_add_after(q, "b", 30);
+    expect_get(q, "a");
+    expect_get(q, "b"); /* once handed out, b's delayed add is gone */
+    cr_assert_eq(kc_workqueue_delayed_ms(q, "b"), -1);
+    cr_assert_eq(kc_workqueue_delayed_ms(NULL, "b"), -1);
+    kc_workqueue_free(q);
+}
+
 Test(workqueue, per_key_backoff_grows_and_forget_resets)
 {
     kc_workqueue_opts o = {.base_delay_ms = 5, .max_delay_ms = 1000000, .qps = -1};

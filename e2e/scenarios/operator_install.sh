@@ -77,10 +77,29 @@ assert_contains "status metric" "gpu_operator_reconciliation_status 1" "$m"
 assert_contains "per-state node metric" 'gpu_operator_state_nodes{state="driver",phase="failed"} 0' "$m"
 assert_contains "reconcile durations" 'gpu_operator_reconcile_duration_seconds_count{kind="node"}' "$m"
 assert_contains "transition delays" "gpu_operator_transition_delay_seconds_count" "$m"
+assert_contains "client rate-limit waits" "gpu_operator_api_throttled_seconds_total" "$m"
+
+# How many ClusterPolicy reconciles (render, apply, prune) the operator has run.
+policy_reconciles() {
+    curl -sf "http://127.0.0.1:$METRICS_PORT/metrics" |
+        awk '$1 == "gpu_operator_reconcile_duration_seconds_count{kind=\"policy\"}" {print $2}'
+}
+reconciled_since() { [ "$(policy_reconciles)" -gt "$1" ] && echo yes; }
+
+step "a status overwritten by someone else is put right without re-rendering the operands"
+n0=$(policy_reconciles)
+[ -n "$n0" ] || fail "no policy reconcile count in the metrics"
+assert_eq "status overwritten" "notReady" "$(k patch clusterpolicy cluster-policy \
+    --subresource=status --type=merge -p '{"status":{"state":"notReady"}}' \
+    -o jsonpath='{.status.state}')"
+until_eq "state put right" "ready" 30 cp_state
+sleep 1
+assert_eq "no policy reconcile for a status change" "$n0" "$(policy_reconciles)"
 
 step "a no-op edit writes nothing to operands"
 before=$(k get ds -n gpu-operator -o jsonpath='{range .items[*]}{.metadata.resourceVersion}{" "}{end}')
 k annotate clusterpolicy cluster-policy example.com/touched=yes >/dev/null
+until_eq "a metadata edit is reconciled" "yes" 30 reconciled_since "$n0"
 sleep 2
 after=$(k get ds -n gpu-operator -o jsonpath='{range .items[*]}{.metadata.resourceVersion}{" "}{end}')
 assert_eq "DaemonSets untouched" "$before" "$after"
