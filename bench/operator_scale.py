@@ -469,6 +469,9 @@ def cmd_analyze(argfile):
         # Against the operator's client-side limit (500 requests/s, burst 1,000 by default in
         # op_controller_new): a rate at the limit means the limiter paced the rollout.
         "rollout_requests_per_s": r(sum(rollout.values()) / max(0.001, t_ready - a["t_cp"]), 1),
+        # Summed over requests: how long they waited for that limit (writes sent late by it count
+        # in the transition delays).
+        "rollout_throttled_s": r(counter(m_ready, "gpu_operator_api_throttled_seconds_total"), 2),
         "rollout_requests_by_verb": by_verb(rollout),
         "rollout_requests_detail": dict(sorted(rollout.items(), key=lambda kv: -kv[1])),
         "idle_requests": sum(idle.values()),
@@ -619,6 +622,7 @@ def cmd_report(results_file, outdir, name="latest", opargs=""):
             ("outside p50/p99 ms", lambda r: "%s / %s" % (r.get("transition_delay_outside_ms_p50"),
                                                           r.get("transition_delay_outside_ms_p99"))),
             ("requests", "rollout_requests"), ("req/node", "rollout_requests_per_node"),
+            ("throttled s", "rollout_throttled_s"),
             ("idle writes", "idle_writes"), ("idle LISTs", "idle_lists"),
             ("idle CPU s", "idle_cpu_s"),
             ("one-node hop max ms", lambda r: r.get("idle_fleet_transition_ms_max")),
