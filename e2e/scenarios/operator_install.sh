@@ -96,6 +96,16 @@ until_eq "state put right" "ready" 30 cp_state
 sleep 1
 assert_eq "no policy reconcile for a status change" "$n0" "$(policy_reconciles)"
 
+step "a node change the operator does not cache queues nothing"
+metric() {
+    curl -sf "http://127.0.0.1:$METRICS_PORT/metrics" | awk -v n="$1" '$1 == n {print $2}'
+}
+ignored_since() { [ "$(metric gpu_operator_watch_updates_ignored_total)" -gt "$1" ] && echo yes; }
+i0=$(metric gpu_operator_watch_updates_ignored_total)
+[ -n "$i0" ] || fail "no ignored-update count in the metrics"
+k annotate node t4-0 example.com/unrelated=yes >/dev/null
+until_eq "the update is ignored" "yes" 30 ignored_since "$i0"
+
 step "a no-op edit writes nothing to operands"
 before=$(k get ds -n gpu-operator -o jsonpath='{range .items[*]}{.metadata.resourceVersion}{" "}{end}')
 k annotate clusterpolicy cluster-policy example.com/touched=yes >/dev/null
