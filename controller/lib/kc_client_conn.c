@@ -111,6 +111,13 @@ static kc_code tls_setup(kc_client *c)
         return c->tls_code = KC_ETLS;
     }
     mbedtls_ssl_conf_rng(&c->tls_conf, tls_random, NULL);
+    /* mbedTLS 2 offers its curves largest first (secp521r1), and a server that follows the
+     * client's order (GnuTLS does) then makes each handshake an order of magnitude dearer than
+     * with X25519 or P-256, which Go's and OpenSSL's servers pick. Offer those first. */
+    static const mbedtls_ecp_group_id curves[] = {
+        MBEDTLS_ECP_DP_CURVE25519, MBEDTLS_ECP_DP_SECP256R1, MBEDTLS_ECP_DP_SECP384R1,
+        MBEDTLS_ECP_DP_SECP521R1, MBEDTLS_ECP_DP_NONE};
+    mbedtls_ssl_conf_curves(&c->tls_conf, curves);
     mbedtls_ssl_conf_min_version(&c->tls_conf, MBEDTLS_SSL_MAJOR_VERSION_3,
                                  MBEDTLS_SSL_MINOR_VERSION_3);
     if (c->insecure) {
