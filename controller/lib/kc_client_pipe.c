@@ -546,7 +546,6 @@ kc_code kc_pipe_new(kc_client *c, int lanes, int depth, kc_pipe **out, kc_err *e
     p->nlanes = lanes;
     p->depth = depth;
     p->lanes = calloc((size_t)lanes, sizeof(*p->lanes));
-    p->wake_fd = -1;
     p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&p->mu, NULL);
     pthread_mutex_init(&p->idle_mu, NULL);
