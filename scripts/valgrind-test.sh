@@ -6,6 +6,12 @@
 # tests' grace period to act on SIGTERM, so it was killed (exit 137) where a real one exits 143.
 set -uo pipefail
 bin=$1; shift
+# libvalgrind-lazygit.so (controller/tests/valgrind/lazygit.c), built next to the test binaries,
+# spares each test process libgit2's eager start-up inside libcriterion (~0.5 s under memcheck).
+preload=$(dirname "$bin")/libvalgrind-lazygit.so
+if [ -f "$preload" ]; then
+  export LD_PRELOAD="$preload${LD_PRELOAD:+:$LD_PRELOAD}"
+fi
 logdir=$(mktemp -d)
 trap 'rm -rf "$logdir"' EXIT
 valgrind --trace-children=yes --trace-children-skip='/usr/*,/bin/*,/sbin/*' \
