@@ -454,13 +454,20 @@ static bool pod_label_kept(const char *k)
            !strcmp(k, "pod-template-generation") || !strcmp(k, OP_MANAGED_LABEL);
 }
 
-/* A container status trimmed to what gating reads: name, waiting reason/message, terminated
- * exit code, message and finish time, and the last termination's message. */
-static json_t *ctr_status(const json_t *cs)
+/* A container status trimmed to what gating reads: the name; a waiting reason the gate reports
+ * as failing (op_waiting_reason_failing), its message and the last termination's message; and,
+ * in a pod that failed, the terminated exit code, message and finish time. A container that is
+ * merely starting (ContainerCreating, PodInitializing) or running is left out (ctr_statuses),
+ * so the steps of a pod's start are one cached state and queue no reconcile. */
+static json_t *ctr_status(const json_t *cs, bool pod_failed)
 {
     const json_t *st = json_object_get(cs, "state");
     const json_t *w = json_object_get(st, "waiting"), *t = json_object_get(st, "terminated");
-    const json_t *lt = json_object_get(json_object_get(cs, "lastState"), "terminated");
+    if (!op_waiting_reason_failing(json_string_value(json_object_get(w, "reason"))))
+        w = NULL;
+    if (!pod_failed)
+        t = NULL;
+    const json_t *lt = w ? json_object_get(json_object_get(cs, "lastState"), "terminated") : NULL;
     /* state and lastState only when they say something: most containers run. */
     json_t *out = json_pack("{s:O*}", "name", json_object_get(cs, "name"));
     if (!out)
@@ -488,36 +495,58 @@ static json_t *ctr_status(const json_t *cs)
     return out;
 }
 
-static json_t *ctr_statuses(const json_t *arr)
+static json_t *ctr_statuses(const json_t *arr, bool pod_failed)
 {
     if (!json_is_array(arr))
         return NULL;
     json_t *out = json_array();
     size_t i;
     const json_t *cs;
-    json_array_foreach(arr, i, cs) json_array_append_new(out, ctr_status(cs));
+    json_array_foreach(arr, i, cs)
+    {
+        json_t *t = ctr_status(cs, pod_failed);
+        /* A name alone says nothing; a failed pod keeps every entry (its first is read). */
+        if (!pod_failed && json_object_size(t) == 1) {
+            json_decref(t);
+            continue;
+        }
+        json_array_append_new(out, t);
+    }
+    if (json_array_size(out) == 0) {
+        json_decref(out);
+        return NULL;
+    }
     return out;
 }
 
 /* Keeps what the operator reads of a Pod (a few KB instead of tens once parsed): identity,
- * the labels and annotations it uses, the node, the phase, the Ready condition and trimmed
- * container statuses. */
-static json_t *pod_transform(json_t *obj, const kc_resource *res, void *ud)
+ * the labels and annotations it uses, the node, and its status as the gate sees it. The phase is
+ * kept when it decides something: Succeeded and Failed (validation results), Running with the
+ * Ready condition True (op_pod_ready); a pod that is pending, or running but not Ready, is one
+ * state with neither, and the status reason and message (a refused pod's) only when it failed.
+ * An update that changes none of this queues no reconcile (on_pod_upd). */
+json_t *op_pod_transform(json_t *obj, const kc_resource *res, void *ud)
 {
     (void)res;
     (void)ud;
     const json_t *m = json_object_get(obj, "metadata");
     const json_t *st = json_object_get(obj, "status");
-    json_t *ready = NULL;
+    bool ready = false;
     size_t i;
     const json_t *c;
     json_array_foreach(json_object_get(st, "conditions"), i, c)
     {
         const char *t = json_string_value(json_object_get(c, "type"));
+        const char *v = json_string_value(json_object_get(c, "status"));
         if (t && !strcmp(t, "Ready"))
-            ready =
-                json_pack("[{s:s, s:O*}]", "type", "Ready", "status", json_object_get(c, "status"));
+            ready = v && !strcmp(v, "True");
     }
+    const char *phase = json_string_value(json_object_get(st, "phase"));
+    bool failed = phase && !strcmp(phase, "Failed");
+    bool decides = failed || (phase && !strcmp(phase, "Succeeded")) ||
+                   (ready && phase && !strcmp(phase, "Running"));
+    json_t *ready_cond =
+        decides && ready ? json_pack("[{s:s, s:s}]", "type", "Ready", "status", "True") : NULL;
     json_t *out = json_pack(
         "{s:s, s:s, s:{s:O*, s:O*, s:O*, s:O*, s:O*, s:O*, s:o*, s:o*}, s:{s:O*}, "
         "s:{s:O*, s:O*, s:O*, s:o*, s:o*, s:o*}}",
@@ -529,10 +558,12 @@ static json_t *pod_transform(json_t *obj, const kc_resource *res, void *ud)
         filtered(json_object_get(m, "labels"), pod_label_kept), "annotations",
         filtered(json_object_get(m, "annotations"), op_node_annotation_cached), "spec", "nodeName",
         json_object_get(json_object_get(obj, "spec"), "nodeName"), "status", "phase",
-        json_object_get(st, "phase"), "reason", json_object_get(st, "reason"), "message",
-        json_object_get(st, "message"), "conditions", ready, "containerStatuses",
-        ctr_statuses(json_object_get(st, "containerStatuses")), "initContainerStatuses",
-        ctr_statuses(json_object_get(st, "initContainerStatuses")));
+        decides ? json_object_get(st, "phase") : NULL, "reason",
+        failed ? json_object_get(st, "reason") : NULL, "message",
+        failed ? json_object_get(st, "message") : NULL, "conditions", ready_cond,
+        "containerStatuses", ctr_statuses(json_object_get(st, "containerStatuses"), failed),
+        "initContainerStatuses",
+        ctr_statuses(json_object_get(st, "initContainerStatuses"), failed));
     json_decref(obj);
     return out;
 }
@@ -828,7 +859,7 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
         .transform = node_transform, .name = "nodes", .codec = &c->pack_codec, .page_size = 100};
     kc_informer_opts owned = {.label_selector = OP_MANAGED_LABEL "=" OP_MANAGED_VALUE};
     kc_informer_opts po = {
-        .transform = pod_transform, .name = "pods", .codec = &c->pack_codec, .page_size = 100};
+        .transform = op_pod_transform, .name = "pods", .codec = &c->pack_codec, .page_size = 100};
     if ((rc = kc_informer_new(c->watch, &c->loop, &KC_RES_CLUSTERPOLICIES, NULL, &ph, NULL,
                               &c->policies, err)) != KC_OK ||
         (rc = kc_informer_new(c->watch, &c->loop, &KC_RES_NODES, NULL, &nh, &no, &c->nodes, err)) !=

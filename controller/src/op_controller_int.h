@@ -91,6 +91,8 @@ struct op_controller {
 /* Node labels and annotations the node cache keeps (the others are dropped on arrival). */
 bool op_node_label_cached(const char *key);
 bool op_node_annotation_cached(const char *key);
+/* The pod cache's transform (consumes obj): what the operator keeps of a Pod. */
+json_t *op_pod_transform(json_t *obj, const kc_resource *res, void *ud);
 
 /* ---- op_apply.c: the policy reconciler ---- */
 /* Renders every state from the active policy, applies what changed, deletes what is no longer

@@ -207,9 +207,7 @@ static void failure_reason(const json_t *pod, char *buf, size_t size)
         snprintf(buf, size, "%.*s", (int)best_len, best);
 }
 
-/* True when an operand pod is failing rather than starting (a crash loop, an image that cannot
- * be pulled, a bad config); why names the pod, the reason and the last error message. */
-static bool operand_failing(const json_t *pod, const char *ds, char *why, size_t size)
+bool op_waiting_reason_failing(const char *reason)
 {
     static const char *const bad[] = {"CrashLoopBackOff",
                                       "ImagePullBackOff",
@@ -218,6 +216,16 @@ static bool operand_failing(const json_t *pod, const char *ds, char *why, size_t
                                       "InvalidImageName",
                                       "RunContainerError",
                                       NULL};
+    for (int b = 0; reason && bad[b]; b++)
+        if (!strcmp(reason, bad[b]))
+            return true;
+    return false;
+}
+
+/* True when an operand pod is failing rather than starting (a crash loop, an image that cannot
+ * be pulled, a bad config); why names the pod, the reason and the last error message. */
+static bool operand_failing(const json_t *pod, const char *ds, char *why, size_t size)
+{
     if (!pod)
         return false;
     const char *lists[2] = {"initContainerStatuses", "containerStatuses"};
@@ -228,9 +236,7 @@ static bool operand_failing(const json_t *pod, const char *ds, char *why, size_t
         {
             const json_t *w = json_object_get(json_object_get(cs, "state"), "waiting");
             const char *r = str_at(w, "reason", NULL);
-            for (int b = 0; r && bad[b]; b++) {
-                if (strcmp(r, bad[b]) != 0)
-                    continue;
+            if (op_waiting_reason_failing(r)) {
                 const char *last =
                     str_at(json_object_get(json_object_get(cs, "lastState"), "terminated"),
                            "message", NULL);

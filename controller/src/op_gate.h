@@ -102,4 +102,8 @@ bool op_node_is_gpu(const json_t *node);
 /* True when a pod is Running with its Ready condition True and no deletionTimestamp. */
 bool op_pod_ready(const json_t *pod);
 
+/* Whether a container waiting for this reason is failing rather than starting (a crash loop, an
+ * image that cannot be pulled, a bad config): the reasons the gate reports. */
+bool op_waiting_reason_failing(const char *reason);
+
 #endif
