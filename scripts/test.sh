@@ -2,7 +2,8 @@
 # The whole test suite: installs dependencies, then builds and runs the plain build's unit tests
 # and end-to-end scenarios, the product's unit tests under valgrind (the simulators' valgrind pass
 # is a CI lane), every unit test in the ASan+UBSan build, the operator scenarios again with the
-# sanitizer build of the operator, and a short smoke of each fuzzer. Ends with one "N passed, N failed" line over every stage.
+# sanitizer build of the operator, and a short smoke of each fuzzer. Ends with one
+# "N passed, N failed" line over every stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
