@@ -611,6 +611,7 @@ def cmd_report(results_file, outdir, name="latest", opargs=""):
     cols = [("nodes", "nodes"), ("RSS peak MiB", lambda r: "%.1f" % (r["rss_peak_kib"] / 1024)),
             ("RSS settled MiB", lambda r: "%.1f" % (r["rss_settled_kib"] / 1024)),
             ("ready s", "ready_s"), ("rollout CPU s", "rollout_cpu_s"),
+            ("CPU wait s", lambda r: r.get("operator_rollout_cpu_wait_s")),
             ("delay p50 ms", lambda r: (">" if r.get("transition_delay_ms_p50_lower_bound") else "")
              + str(r.get("transition_delay_ms_p50"))),
             ("delay p99 ms", lambda r: (">" if r.get("transition_delay_ms_p99_lower_bound") else "")
