@@ -170,8 +170,19 @@ typedef struct ks_watch_opts {
     const kc_field_selector *fields; /* NULL: all; borrowed for the watch's lifetime */
     bool send_initial;               /* RV unset/"0": first an ADDED for every current match */
     uint64_t from_rv;                /* replay events strictly after this RV */
-    bool bookmarks;                  /* deliver periodic BOOKMARK events (rv only) */
+    /* Periodic BOOKMARK events (rv only) when the store has moved past what the watcher was
+     * given: after bookmark_ms without an event (0: KS_BOOKMARK_DEFAULT_MS, the API server's
+     * once a minute), and once more 2 s before lifetime_ms from the open (the watch's
+     * timeoutSeconds; 0: none), so a client resumes from a recent resourceVersion. */
+    bool bookmarks;
+    long bookmark_ms;
+    long lifetime_ms;
 } ks_watch_opts;
+
+/* The API server's watch cache bookmarks each watcher about once a minute. */
+#define KS_BOOKMARK_DEFAULT_MS 60000
+/* ... and once more this long before the watch's timeout. */
+#define KS_BOOKMARK_BEFORE_END_MS 2000
 
 /* Opens a watch. from_rv older than the retained history → KC_EEXPIRED with the API server's
  * message ("too old resource version: N (M)"). An object leaving the selection is delivered as

@@ -94,6 +94,9 @@ struct ks_watch {
     const kc_label_selector *labels;
     const kc_field_selector *fields;
     bool bookmarks;
+    long bookmark_ms;    /* a bookmark after this long without an event */
+    bool final_bookmark; /* one more is due at final_at (2 s before the watch ends) */
+    struct timespec final_at;
     char *ivalue; /* the value it is filed under in its bucket's widx, or NULL */
 };
 

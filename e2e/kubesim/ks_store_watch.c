@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KS_BOOKMARK_IDLE_MS 1000
-
 /* ---- watcher queues ---- */
 
 static void queue_clear(ks_watch *w)
@@ -359,6 +357,7 @@ kc_code ks_watch_open(ks_store *st, const ks_watch_opts *opts, ks_watch **out, k
     w->labels = opts->labels;
     w->fields = opts->fields;
     w->bookmarks = opts->bookmarks;
+    w->bookmark_ms = opts->bookmark_ms > 0 ? opts->bookmark_ms : KS_BOOKMARK_DEFAULT_MS;
     /* A namespace filter means nothing for a cluster-scoped type. */
     bool want_ns = opts->ns && opts->ns[0] && !(w->t && !w->t->bucket->namespaced);
     if (want_ns)
@@ -370,6 +369,11 @@ kc_code ks_watch_open(ks_store *st, const ks_watch_opts *opts, ks_watch **out, k
         return kss_err(err, KC_ENOMEM, 500, "out of memory opening a watch");
     }
     mono_now(&w->last_active);
+    if (opts->lifetime_ms > KS_BOOKMARK_BEFORE_END_MS) {
+        w->final_bookmark = true;
+        w->final_at = w->last_active;
+        ts_add_ms(&w->final_at, opts->lifetime_ms - KS_BOOKMARK_BEFORE_END_MS);
+    }
     kc_code rc = KC_OK;
     pthread_rwlock_wrlock(&st->lock);
     if (w->t && !w->t->served) {
@@ -471,11 +475,17 @@ int ks_watch_next(ks_watch *w, int timeout_ms, ks_event *ev, kc_err *err)
             pthread_mutex_unlock(&w->mu);
             return -1;
         }
-        if (w->bookmarks && w->st && ms_between(&w->last_active, &now) >= KS_BOOKMARK_IDLE_MS) {
+        struct timespec due = w->last_active;
+        ts_add_ms(&due, w->bookmark_ms);
+        if (w->final_bookmark && ms_between(&w->final_at, &due) > 0)
+            due = w->final_at;
+        if (w->bookmarks && w->st && ms_between(&due, &now) >= 0) {
             /* Read under w->mu with an empty queue: nothing up to this RV is still on its way to
              * this watcher (writers queue an event before publishing its RV here). */
             uint64_t rv = __atomic_load_n(&w->st->delivered_rv, __ATOMIC_SEQ_CST);
             w->last_active = now;
+            if (w->final_bookmark && ms_between(&w->final_at, &now) >= 0)
+                w->final_bookmark = false;
             if (rv > w->last_rv) {
                 w->last_rv = rv;
                 ev->type = KS_BOOKMARK;
@@ -497,10 +507,8 @@ int ks_watch_next(ks_watch *w, int timeout_ms, ks_event *ev, kc_err *err)
         struct timespec wake = deadline;
         bool have_wake = timeout_ms >= 0;
         if (w->bookmarks && w->st) {
-            struct timespec bm = w->last_active;
-            ts_add_ms(&bm, KS_BOOKMARK_IDLE_MS);
-            if (!have_wake || ms_between(&bm, &wake) > 0)
-                wake = bm;
+            if (!have_wake || ms_between(&due, &wake) > 0)
+                wake = due;
             have_wake = true;
         }
         if (have_wake)

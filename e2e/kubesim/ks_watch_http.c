@@ -288,7 +288,8 @@ enum MHD_Result ks_handle_watch(ks_req *r, ks_selectors *sel)
                         .name = rt->name ? s->name : NULL,
                         .labels = s->sel.labels,
                         .fields = s->sel.fields,
-                        .bookmarks = ks_req_arg_bool(r, "allowWatchBookmarks", false)};
+                        .bookmarks = ks_req_arg_bool(r, "allowWatchBookmarks", false),
+                        .lifetime_ms = timeout * 1000};
     if (!wo.name && s->sel.fields)
         wo.name = kc_field_selector_equals_value(s->sel.fields, "metadata.name");
     if (ks_req_arg_bool(r, "sendInitialEvents", false)) {

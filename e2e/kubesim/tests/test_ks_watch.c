@@ -362,7 +362,8 @@ Test(watch, send_initial_then_live)
 
 Test(watch, bookmarks_when_idle)
 {
-    ks_watch_opts o = {.rtype = ty.configmaps, .from_rv = ks_store_rv(st), .bookmarks = true};
+    ks_watch_opts o = {
+        .rtype = ty.configmaps, .from_rv = ks_store_rv(st), .bookmarks = true, .bookmark_ms = 1000};
     ks_watch *w = open_watch(&o);
     ks_watch_opts plain = {.rtype = ty.configmaps, .from_rv = ks_store_rv(st)};
     ks_watch *wp = open_watch(&plain);
@@ -383,6 +384,36 @@ Test(watch, bookmarks_when_idle)
     expect_quiet(wp, 0);
     ks_watch_close(w);
     ks_watch_close(wp);
+}
+
+/* As the API server: a bookmark a minute, not after every quiet second. */
+Test(watch, bookmarks_once_a_minute_by_default)
+{
+    ks_watch_opts o = {.rtype = ty.configmaps, .from_rv = ks_store_rv(st), .bookmarks = true};
+    ks_watch *w = open_watch(&o);
+    kst_create_free(st, ty.pods, "default", kst_pod(NULL, "p", NULL));
+    expect_quiet(w, 1500);
+    ks_watch_close(w);
+}
+
+/* A watch that ends at its timeout gets a bookmark 2 s before it, then none until the end. */
+Test(watch, bookmark_before_the_watch_ends)
+{
+    ks_watch_opts o = {
+        .rtype = ty.configmaps, .from_rv = ks_store_rv(st), .bookmarks = true, .lifetime_ms = 3000};
+    ks_watch *w = open_watch(&o);
+    kst_create_free(st, ty.pods, "default", kst_pod(NULL, "p", NULL));
+    uint64_t rv = ks_store_rv(st);
+    ks_event ev;
+    kc_err err;
+    expect_quiet(w, 700);
+    cr_assert_eq(ks_watch_next(w, 2000, &ev, &err), 1);
+    cr_assert_eq(ev.type, KS_BOOKMARK);
+    cr_assert_eq(ev.rv, rv);
+    json_decref(ev.object);
+    kst_create_free(st, ty.pods, "default", kst_pod(NULL, "q", NULL));
+    expect_quiet(w, 2500);
+    ks_watch_close(w);
 }
 
 Test(watch, every_type_watcher)
