@@ -19,8 +19,8 @@ LABEL org.opencontainers.image.title="gpu-operator" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libjansson4 libyaml-0-2 libuv1 libmbedtls14 \
-      libmbedx509-1 libmbedcrypto7 ca-certificates \
+ && apt-get install -y --no-install-recommends libjansson4 libyaml-0-2 libuv1 libcurl4 \
+      libssl3 libmicrohttpd12 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /build/gpu-operator /usr/bin/gpu-operator
 COPY --from=build /build/gpu-validator /usr/bin/gpu-validator

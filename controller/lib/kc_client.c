@@ -10,10 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
-#include <arpa/inet.h>
-#include <poll.h>
 
 #include "kc_client_int.h"
 #include "kc_log.h"
@@ -27,11 +26,44 @@
 /* Longest Retry-After we honour; a server asking for more gets this. */
 #define KC_RETRY_AFTER_MAX_S 300
 
-static void sleep_ms(long ms)
+bool kc__sleep(kc_client *c, long ms)
 {
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
     }
+    pthread_mutex_lock(&c->mu);
+    while (!atomic_load(&c->cancelled) &&
+           pthread_cond_timedwait(&c->wake, &c->mu, &until) != ETIMEDOUT) {
+    }
+    pthread_mutex_unlock(&c->mu);
+    return !atomic_load(&c->cancelled);
+}
+
+kc_code kc__cancelled_error(const char *method, const char *path, kc_err *err)
+{
+    return kc_err_set(err, KC_ECANCELED, "%s %s: canceled (the client is stopping)", method, path);
+}
+
+void kc_client_cancel(kc_client *c)
+{
+    if (!c || atomic_exchange(&c->cancelled, true))
+        return;
+    pthread_mutex_lock(&c->mu);
+    pthread_cond_broadcast(&c->wake);
+    /* Under the lock, so that the pipe cannot be freed meanwhile; this only wakes it. */
+    if (c->pipe)
+        kc__pipe_wake(c->pipe);
+    pthread_mutex_unlock(&c->mu);
+}
+
+bool kc_client_cancelled(kc_client *c)
+{
+    return c && atomic_load(&c->cancelled);
 }
 
 static char *dup_bytes(const char *s, size_t len)
@@ -67,25 +99,112 @@ static char *dup_pem(const char *s, size_t len, size_t *out_len, bool *ok)
     return d;
 }
 
-/* Parses the server URL and derives what every request needs: the Host header, the port, and
- * the address the certificate must name when the server is addressed by IP. With a TLS server
- * name the connection still goes to the URL's host (and Host keeps it), but the certificate is
- * verified against, and SNI carries, the override. */
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+static void curl_init(void)
+{
+    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static bool is_loopback(const char *host)
+{
+    return !strcmp(host, "localhost") || !strncmp(host, "127.", 4) || !strcmp(host, "[::1]");
+}
+
+/* Parses the server URL (libcurl's parser) and derives what every request needs. With a TLS
+ * server name the certificate is verified against, and SNI carries, that name while the
+ * connection still goes to the URL's host and the Host header keeps it: requests are addressed
+ * to the name and CONNECT_TO sends them to the real host. */
 static kc_code setup_server(kc_client *c, kc_err *err)
 {
-    kc_err e;
-    kc_err_clear(&e);
-    if (kc_url_parse(c->server, &c->url, &e) != KC_OK)
-        return kc_err_set(err, KC_ECONFIG, "server URL (from %s): %s", c->source, e.msg);
-    if (!kc_url_authority(&c->url, c->authority, sizeof(c->authority)))
-        return kc_err_set(err, KC_ECONFIG, "server URL \"%.200s\" (from %s): host too long",
-                          c->server, c->source);
-    snprintf(c->port_str, sizeof(c->port_str), "%d", c->url.port);
-    const char *vname = c->tls_server_name ? c->tls_server_name : c->url.host;
-    if (inet_pton(AF_INET, vname, c->verify_ip) == 1)
-        c->verify_ip_len = 4;
-    else if (inet_pton(AF_INET6, vname, c->verify_ip) == 1)
-        c->verify_ip_len = 16;
+    kc_code code = KC_OK;
+    char *scheme = NULL, *host = NULL, *port = NULL, *dport = NULL, *url = NULL;
+    CURLU *u = curl_url();
+    if (!u)
+        return kc_err_set(err, KC_ENOMEM, "out of memory parsing the server URL");
+    CURLUcode uc = curl_url_set(u, CURLUPART_URL, c->server, 0);
+    if (uc == CURLUE_OK)
+        uc = curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
+    if (uc == CURLUE_OK && strcmp(scheme, "https") != 0 && strcmp(scheme, "http") != 0)
+        uc = CURLUE_UNSUPPORTED_SCHEME;
+    if (uc == CURLUE_OK)
+        uc = curl_url_get(u, CURLUPART_HOST, &host, 0);
+    if (uc == CURLUE_OK)
+        uc = curl_url_get(u, CURLUPART_PORT, &dport, CURLU_DEFAULT_PORT);
+    if (uc != CURLUE_OK) {
+        code = kc_err_set(err, KC_ECONFIG, "server URL \"%.200s\" (from %s): %s", c->server,
+                          c->source, curl_url_strerror(uc));
+        goto out;
+    }
+    c->loopback = is_loopback(host);
+    if (curl_url_get(u, CURLUPART_PORT, &port, 0) != CURLUE_OK)
+        port = NULL; /* the scheme's default */
+    if (c->tls_server_name) {
+        char line[600];
+        snprintf(line, sizeof(line), "Host: %s%s%s", host, port ? ":" : "", port ? port : "");
+        c->host_hdr = strdup(line);
+        snprintf(line, sizeof(line), "%s:%s:%s:%s", c->tls_server_name, dport, host, dport);
+        c->connect_to = curl_slist_append(NULL, line);
+        uc = curl_url_set(u, CURLUPART_HOST, c->tls_server_name, 0);
+        if (uc != CURLUE_OK) {
+            code = kc_err_set(err, KC_ECONFIG, "tls-server-name \"%.200s\" (from %s): %s",
+                              c->tls_server_name, c->source, curl_url_strerror(uc));
+            goto out;
+        }
+        if (!c->host_hdr || !c->connect_to) {
+            code = kc_err_set(err, KC_ENOMEM, "out of memory parsing the server URL");
+            goto out;
+        }
+    }
+    /* Requests append their absolute path to the server URL's own path (without its query). */
+    curl_url_set(u, CURLUPART_QUERY, NULL, 0);
+    curl_url_set(u, CURLUPART_FRAGMENT, NULL, 0);
+    if (curl_url_get(u, CURLUPART_URL, &url, 0) != CURLUE_OK) {
+        code = kc_err_set(err, KC_ENOMEM, "out of memory parsing the server URL");
+        goto out;
+    }
+    size_t n = strlen(url);
+    while (n > 0 && url[n - 1] == '/')
+        url[--n] = '\0';
+    if (!(c->base_url = strdup(url)))
+        code = kc_err_set(err, KC_ENOMEM, "out of memory parsing the server URL");
+out:
+    curl_free(url);
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    curl_free(dport);
+    curl_url_cleanup(u);
+    return code;
+}
+
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *ud)
+{
+    (void)h;
+    (void)access;
+    kc_client *c = ud;
+    pthread_mutex_lock(&c->share_mu[data]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *ud)
+{
+    (void)h;
+    kc_client *c = ud;
+    pthread_mutex_unlock(&c->share_mu[data]);
+}
+
+/* DNS answers and TLS sessions are shared by every handle of the client, on any thread. */
+static kc_code setup_share(kc_client *c, kc_err *err)
+{
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_init(&c->share_mu[i], NULL);
+    c->share = curl_share_init();
+    if (!c->share || curl_share_setopt(c->share, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
+        curl_share_setopt(c->share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
+        curl_share_setopt(c->share, CURLSHOPT_USERDATA, c) != CURLSHE_OK ||
+        curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
+        curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK)
+        return kc_err_set(err, KC_ENOMEM, "cannot set up the client's shared DNS and TLS caches");
     return KC_OK;
 }
 
@@ -99,6 +218,10 @@ kc_code kc_client_new(const kc_config *cfg, const kc_client_opts *opts, kc_clien
     if (!cfg->server)
         return kc_err_set(err, KC_ECONFIG, "no server URL (from %s)",
                           cfg->source ? cfg->source : "config");
+    pthread_once(&curl_once, curl_init);
+    if (curl_init_rc != CURLE_OK)
+        return kc_err_set(err, KC_ENOMEM, "cannot initialise libcurl: %s",
+                          curl_easy_strerror(curl_init_rc));
     kc_client *c = calloc(1, sizeof(*c));
     if (!c)
         return kc_err_set(err, KC_ENOMEM, "out of memory creating the client");
@@ -112,6 +235,19 @@ kc_code kc_client_new(const kc_config *cfg, const kc_client_opts *opts, kc_clien
     c->cert_pem = dup_pem(cfg->client_cert_pem, cfg->client_cert_pem_len, &c->cert_pem_len, &ok);
     c->key_pem = dup_pem(cfg->client_key_pem, cfg->client_key_pem_len, &c->key_pem_len, &ok);
     c->source = kc__dup_opt(cfg->source ? cfg->source : "the configuration", &ok);
+    /* socks5h: the proxy resolves the server's name, as client-go's SOCKS5 dialer does. */
+    if (cfg->proxy_url && !strncasecmp(cfg->proxy_url, "socks5://", 9)) {
+        size_t n = strlen(cfg->proxy_url) + 2;
+        if ((c->proxy_url = malloc(n)))
+            snprintf(c->proxy_url, n, "socks5h://%s", cfg->proxy_url + 9);
+        else
+            ok = false;
+    } else {
+        c->proxy_url = kc__dup_opt(cfg->proxy_url, &ok);
+    }
+    pthread_mutex_init(&c->exec_mu, NULL);
+    if (cfg->exec && !(c->exec = kc_exec_config_dup(cfg->exec)))
+        ok = false;
     kc_client_opts o = opts ? *opts : (kc_client_opts){0};
     if (o.qps == 0)
         o.qps = 50;
@@ -138,11 +274,18 @@ kc_code kc_client_new(const kc_config *cfg, const kc_client_opts *opts, kc_clien
     c->lim_last_s = kc__now_s();
     c->rng = (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)c << 16) ^ 0x9e3779b97f4a7c15ULL;
     pthread_mutex_init(&c->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->wake, &ca);
+    pthread_condattr_destroy(&ca);
     if (!ok) {
         kc_client_free(c);
         return kc_err_set(err, KC_ENOMEM, "out of memory copying the configuration");
     }
     kc_code code = setup_server(c, err);
+    if (code == KC_OK)
+        code = setup_share(c, err);
     if (code != KC_OK) {
         kc_client_free(c);
         return code;
@@ -157,14 +300,21 @@ void kc_client_free(kc_client *c)
         return;
     kc__stream_detach(c);
     for (int i = 0; i < c->npool; i++)
-        kc__conn_close(c->pool[i]);
-    if (c->tls_ready) {
-        mbedtls_ssl_config_free(&c->tls_conf);
-        mbedtls_x509_crt_free(&c->tls_ca);
-        mbedtls_x509_crt_free(&c->tls_cert);
-        mbedtls_pk_free(&c->tls_key);
+        curl_easy_cleanup(c->pool[i]);
+    if (c->share) {
+        curl_share_cleanup(c->share);
+        for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+            pthread_mutex_destroy(&c->share_mu[i]);
     }
+    curl_slist_free_all(c->connect_to);
+    free(c->host_hdr);
+    free(c->base_url);
+    free(c->proxy_url);
     pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->wake);
+    kc_exec_result_free(&c->exec_cred);
+    kc_exec_config_free(c->exec);
+    pthread_mutex_destroy(&c->exec_mu);
     free(c->server);
     free(c->ca_pem);
     free(c->tls_server_name);
@@ -185,10 +335,12 @@ void kc_client_get_stats(kc_client *c, kc_client_stats *out)
     pthread_mutex_unlock(&c->mu);
 }
 
-void kc__count_request(kc_client *c)
+void kc__count_request(kc_client *c, long new_connections)
 {
     pthread_mutex_lock(&c->mu);
     c->stats.requests++;
+    if (new_connections > 0)
+        c->stats.connections += (unsigned long)new_connections;
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -239,9 +391,53 @@ static long backoff_ms(kc_client *c, int attempt)
 /* Returns the token to send (malloc'd, or NULL for none). A token file is re-read whenever its
  * identity or size or mtime changes, so rotated service-account tokens are picked up. The token
  * itself never appears in a message or a log line. */
-static kc_code token_get(kc_client *c, char **out, kc_err *err)
+/* A credential this close to its expiry is renewed before use (client-go renews on expiry; a
+ * request in flight must not carry one that lapses on the way). */
+#define KC_EXEC_RENEW_MARGIN_S 10
+
+/* The exec plugin's token: the cached one while it is valid, else a fresh run (one at a time;
+ * concurrent requests wait for it and share its result). */
+static kc_code exec_token(kc_client *c, char **out, unsigned long *gen, kc_err *err)
+{
+    kc_code code = KC_OK;
+    pthread_mutex_lock(&c->exec_mu);
+    time_t now = time(NULL);
+    if (c->exec_have && c->exec_cred.expires &&
+        now + KC_EXEC_RENEW_MARGIN_S >= c->exec_cred.expires)
+        c->exec_have = false;
+    if (!c->exec_have) {
+        kc_exec_result_free(&c->exec_cred);
+        code = kc_exec_run(c->exec, c->server, c->ca_pem, &c->exec_cred, err);
+        if (code != KC_OK)
+            goto unlock;
+        c->exec_have = true;
+        c->exec_gen++;
+    }
+    *gen = c->exec_gen;
+    if (c->exec_cred.token && !(*out = strdup(c->exec_cred.token)))
+        code = kc_err_set(err, KC_ENOMEM, "out of memory copying the bearer token");
+unlock:
+    pthread_mutex_unlock(&c->exec_mu);
+    return code;
+}
+
+bool kc__token_refused(kc_client *c, unsigned long gen)
+{
+    if (!c->exec)
+        return false;
+    pthread_mutex_lock(&c->exec_mu);
+    if (c->exec_have && c->exec_gen == gen)
+        c->exec_have = false;
+    pthread_mutex_unlock(&c->exec_mu);
+    return true;
+}
+
+kc_code kc__token_get(kc_client *c, char **out, unsigned long *gen, kc_err *err)
 {
     *out = NULL;
+    *gen = 0;
+    if (c->exec)
+        return exec_token(c, out, gen, err);
     kc_code code = KC_OK;
     pthread_mutex_lock(&c->mu);
     if (!c->token_file) {
@@ -295,85 +491,6 @@ unlock:
     return code;
 }
 
-/* ---- request setup ---- */
-
-/* Header values and the request target must not be able to end a line or the request. */
-static bool clean_field(const char *s)
-{
-    for (; s && *s; s++) {
-        if ((unsigned char)*s < 0x20 || *s == 0x7f)
-            return false;
-    }
-    return true;
-}
-
-static bool clean_target(const char *s)
-{
-    for (; *s; s++) {
-        if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7f)
-            return false;
-    }
-    return true;
-}
-
-kc_code kc__xfer_init(kc_xfer *x, kc_client *c, const kc_request *req, kc_http_body_cb on_body,
-                      void *ud, kc_err *err)
-{
-    memset(x, 0, sizeof(*x));
-    x->c = c;
-    x->on_body = on_body;
-    x->ud = ud;
-    kc_http_parser_init(&x->p, strcmp(req->method, "HEAD") == 0);
-    const char *accept = req->accept ? req->accept : "application/json";
-    const char *ctype = req->content_type ? req->content_type : "application/json";
-    if (!clean_target(req->path) || !clean_target(req->method) || !clean_field(accept) ||
-        !clean_field(ctype))
-        return kc_err_set(err, KC_EARG,
-                          "%s %s: the method, path and headers must not hold spaces or control "
-                          "characters",
-                          req->method, req->path);
-    char *token = NULL;
-    kc_code code = token_get(c, &token, err);
-    if (code != KC_OK)
-        return code;
-    if (token && !clean_field(token)) {
-        explicit_bzero(token, strlen(token));
-        free(token);
-        return kc_err_set(err, KC_ECONFIG, "the bearer token (from %s) holds control characters",
-                          c->source);
-    }
-    bool has_body = req->body != NULL;
-    bool send_length = has_body || strcmp(req->method, "POST") == 0 ||
-                       strcmp(req->method, "PUT") == 0 || strcmp(req->method, "PATCH") == 0;
-    size_t body_len = has_body ? req->body_len : 0;
-    size_t cap = strlen(req->method) + strlen(c->url.path) + strlen(req->path) +
-                 strlen(c->authority) + strlen(c->user_agent) + strlen(accept) + strlen(ctype) +
-                 (token ? strlen(token) : 0) + 160 + body_len;
-    x->out = malloc(cap);
-    if (!x->out) {
-        code = kc_err_set(err, KC_ENOMEM, "out of memory preparing %s %s", req->method, req->path);
-        goto done;
-    }
-    int n =
-        snprintf(x->out, cap, "%s %s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: %s\r\nAccept: %s\r\n",
-                 req->method, c->url.path, req->path, c->authority, c->user_agent, accept);
-    if (send_length)
-        n += snprintf(x->out + n, cap - (size_t)n, "Content-Type: %s\r\nContent-Length: %zu\r\n",
-                      ctype, body_len);
-    if (token)
-        n += snprintf(x->out + n, cap - (size_t)n, "Authorization: Bearer %s\r\n", token);
-    n += snprintf(x->out + n, cap - (size_t)n, "\r\n");
-    if (body_len)
-        memcpy(x->out + n, req->body, body_len);
-    x->out_len = (size_t)n + body_len;
-done:
-    if (token) {
-        explicit_bzero(token, strlen(token));
-        free(token);
-    }
-    return code;
-}
-
 /* ---- blocking requests ---- */
 
 bool kc__body_append(const char *p, size_t k, void *ud)
@@ -417,66 +534,42 @@ kc_code kc__fault_check(const kc_request *req)
     return hook ? hook(req, atomic_load(&fault_ud)) : KC_OK;
 }
 
-/* Runs x to its end on this thread, waiting on its socket with poll(2): the connection (and
- * TLS handshake) within connect_timeout_ms, the whole exchange within timeout_ms. */
-static int run_blocking(kc_client *c, kc_xfer *x)
-{
-    double start = kc__now_s();
-    double deadline = start + c->opts.timeout_ms / 1000.0;
-    double cdeadline = start + c->opts.connect_timeout_ms / 1000.0;
-    for (;;) {
-        int r = kc__xfer_step(x);
-        if (r <= 0)
-            return r;
-        double now = kc__now_s();
-        double until = kc__xfer_connected(x) || deadline < cdeadline ? deadline : cdeadline;
-        if (now >= until) {
-            x->xerr = KC_X_TIMEOUT;
-            snprintf(x->detail, sizeof(x->detail),
-                     kc__xfer_connected(x)
-                         ? "no complete response within %ld ms (%zu bytes received)"
-                         : "not connected within %ld ms",
-                     (long)((now - start) * 1000.0 + 0.5), x->p.received);
-            return -1;
-        }
-        struct pollfd pfd = {
-            .fd = kc__xfer_fd(x),
-            .events = (short)((r & KC_WANT_READ ? POLLIN : 0) | (r & KC_WANT_WRITE ? POLLOUT : 0))};
-        int ms = (int)((until - now) * 1000.0) + 1;
-        if (poll(&pfd, 1, ms) < 0 && errno != EINTR) {
-            x->xerr = KC_X_RECV;
-            snprintf(x->detail, sizeof(x->detail), "poll: %s", strerror(errno));
-            return -1;
-        }
-    }
-}
-
 /* One attempt. *retryable says whether the failure may be retried for this method. */
 static kc_code do_once(kc_client *c, const kc_request *req, kc_response *r, kc_err *err,
-                       bool *retryable)
+                       bool *retryable, bool *refused)
 {
+    *refused = false;
     kc_body_buf b = {0};
     kc_xfer x;
+    memset(&x, 0, sizeof(x));
     *retryable = false;
+    if (atomic_load(&c->cancelled))
+        return kc__cancelled_error(req->method, req->path, err);
     kc_code injected = kc__fault_check(req);
     if (injected != KC_OK)
         return kc_err_set(err, injected, "%s %s: injected fault (test hook)", req->method,
                           req->path);
-    kc_code code = kc__xfer_init(&x, c, req, kc__body_append, &b, err);
-    if (code != KC_OK)
-        goto release;
-    x.conn = kc__pool_take(c);
-    x.reused = x.conn != NULL;
-    kc__count_request(c);
-    int rc = run_blocking(c, &x);
-    if (rc < 0 && x.reused && !x.p.received &&
-        (x.xerr == KC_X_SEND || x.xerr == KC_X_RECV || x.xerr == KC_X_GOT_NOTHING)) {
-        /* The server closed the idle connection as we reused it: nothing of the request was
-         * processed, so it goes again on a fresh connection (not a retry). */
-        b.len = 0;
-        kc__xfer_restart(&x);
-        rc = run_blocking(c, &x);
+    kc_code code;
+    CURLcode cc;
+    kc_pipe *p = kc__pipe_acquire(c);
+    if (p) {
+        /* Over the pipe's connection (counted there). */
+        code = kc__pipe_do(p, req, &x, &b, &cc, err);
+        kc__pipe_release(c, p);
+        if (code != KC_OK)
+            goto release;
+    } else {
+        code = kc__xfer_init(&x, c, kc__pool_take(c), req, c->opts.timeout_ms, kc__body_append, &b,
+                             err);
+        if (code != KC_OK)
+            goto release;
+        cc = curl_easy_perform(x.h);
+        kc__xfer_finish(&x, cc);
+        long conns = 0;
+        curl_easy_getinfo(x.h, CURLINFO_NUM_CONNECTS, &conns);
+        kc__count_request(c, conns);
     }
+    int rc = cc == CURLE_OK ? 0 : -1;
     if (rc < 0) {
         code = kc__xfer_error(c, &x, req->method, req->path, err);
         /* Refused or unresolvable means nothing was sent: safe for every method. */
@@ -486,15 +579,21 @@ static kc_code do_once(kc_client *c, const kc_request *req, kc_response *r, kc_e
                                             x.xerr == KC_X_GOT_NOTHING || x.xerr == KC_X_PARTIAL));
         goto release;
     }
-    r->status = x.p.status;
-    r->retry_after_s = x.p.retry_after_s;
-    r->content_type = x.p.content_type;
-    x.p.content_type = NULL;
+    r->status = x.status;
+    r->retry_after_s = x.retry_after_s;
+    r->content_type = x.content_type;
+    x.content_type = NULL;
     r->body = b.data;
     r->body_len = b.len;
     b.data = NULL;
-    kc__xfer_release_conn(&x);
+    /* The handle goes back with its connection, which curl keeps only when it may be reused. */
+    if (x.h) {
+        kc__pool_give(c, x.h);
+        x.h = NULL;
+    }
     code = kc_status_decode(r->status, r->body, r->body_len, err);
+    if (r->status == 401)
+        *refused = kc__token_refused(c, x.cred_gen);
     if (code != KC_OK) {
         if (err && !err->retry_after_s)
             err->retry_after_s = r->retry_after_s;
@@ -521,14 +620,23 @@ kc_code kc_client_do(kc_client *c, const kc_request *req, kc_response *resp, kc_
     kc_err *e = err ? err : &local;
     kc_code code;
     int attempt = 0;
+    bool reauthenticated = false;
     for (;;) {
         long wait = kc__limiter_reserve(c);
-        if (wait > 0)
-            sleep_ms(wait);
         kc_response_free(&r);
         kc_err_clear(e);
-        bool retryable = false;
-        code = do_once(c, req, &r, e, &retryable);
+        if (wait > 0 && !kc__sleep(c, wait)) {
+            code = kc__cancelled_error(req->method, req->path, e);
+            break;
+        }
+        bool retryable = false, refused = false;
+        code = do_once(c, req, &r, e, &retryable, &refused);
+        if (refused && !reauthenticated) {
+            /* 401 with an exec plugin's credential: once more with a fresh one, at once. */
+            reauthenticated = true;
+            kc_debug("credential refused; running the exec plugin again", "path=%s", req->path);
+            continue;
+        }
         if (code == KC_OK || !retryable || req->no_retry || attempt >= c->opts.max_retries)
             break;
         int ra = e->retry_after_s > KC_RETRY_AFTER_MAX_S ? KC_RETRY_AFTER_MAX_S : e->retry_after_s;
@@ -539,7 +647,11 @@ kc_code kc_client_do(kc_client *c, const kc_request *req, kc_response *resp, kc_
                "method=%s path=%s attempt=%d delay_ms=%ld error=%s status=%d", req->method,
                kc_log_quote(qpath, sizeof(qpath), req->path), attempt + 1, delay,
                kc_code_name(code), r.status);
-        sleep_ms(delay);
+        if (!kc__sleep(c, delay)) {
+            kc_response_free(&r);
+            code = kc__cancelled_error(req->method, req->path, e);
+            break;
+        }
         attempt++;
         pthread_mutex_lock(&c->mu);
         c->stats.retries++;

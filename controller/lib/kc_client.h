@@ -22,9 +22,11 @@ typedef struct kc_client_opts {
     long backoff_max_ms;     /* cap; 0 → 10000 */
     const char *user_agent;  /* NULL → "gpu-operator/<version>" */
     /* Streams only: abort a stream (KC_ETIMEDOUT) when fewer than 1 byte/s arrives for this many
-     * seconds; 0 → off. Off by default because a quiet watch may legitimately send nothing for
-     * minutes; dead peers are found by TCP keepalive (idle 30 s, probes every 10 s) and the
-     * server ends watches after their timeoutSeconds. */
+     * seconds (libcurl averages over its last 5 s, which can add up to 6 s); 0 → off. Off by
+     * default because a quiet watch may legitimately send nothing for minutes; watches that
+     * ask for bookmarks get one about every minute, so a client that only watches with
+     * bookmarks can set it above that. Dead peers are also found by TCP keepalive (idle 30 s,
+     * probes every 10 s) and the server ends watches after their timeoutSeconds. */
     long stream_idle_timeout_s;
 } kc_client_opts;
 
@@ -71,6 +73,14 @@ typedef struct kc_response {
  * KC_ETIMEDOUT, KC_ETLS (verification or handshake; the message says against which CA). */
 kc_code kc_client_do(kc_client *c, const kc_request *req, kc_response *resp, kc_err *err);
 void kc_response_free(kc_response *resp);
+
+/* Cancels every request of the client, for good (a stop token): requests in flight end with
+ * KC_ECANCELED within about a second (libcurl's progress callback; the pipe and streams at
+ * once), retry and rate-limit waits wake at once, and every later request fails with
+ * KC_ECANCELED without being sent. Thread-safe, idempotent; the client still has to be freed. */
+void kc_client_cancel(kc_client *c);
+/* Whether kc_client_cancel was called. */
+bool kc_client_cancelled(kc_client *c);
 
 /* Decodes a Kubernetes Status object (or any error body) returned with an HTTP status into err;
  * returns the code. Used for responses and for watch ERROR events. body may be NULL. */
@@ -158,7 +168,8 @@ void kc_pipe_free(kc_pipe *p);
 
 /* Counters for tests and metrics (thread-safe snapshot). */
 typedef struct kc_client_stats {
-    unsigned long requests; /* HTTP requests sent, retries included */
+    unsigned long requests;    /* HTTP requests sent, retries included */
+    unsigned long connections; /* connections opened (HTTP/2 multiplexes many requests on one) */
     unsigned long retries;
     unsigned long throttled_ms; /* total time spent waiting on the rate limiter */
 } kc_client_stats;

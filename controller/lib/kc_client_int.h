@@ -1,36 +1,23 @@
 /* kc_client_int: the client's internals shared by kc_client.c (blocking requests),
- * kc_client_conn.c (connections and transfers) and kc_client_stream.c (streams on a loop). */
+ * kc_client_xfer.c (one request on a libcurl easy handle), kc_client_stream.c (streams on a
+ * libuv loop) and kc_client_pipe.c (requests answered on the pipe's thread). */
 #ifndef KC_CLIENT_INT_H
 #define KC_CLIENT_INT_H
 
-#include <mbedtls/pk.h>
-#include <mbedtls/ssl.h>
-#include <mbedtls/x509_crt.h>
-#include <netdb.h>
+#include <curl/curl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
 #include "kc_client.h"
-#include "kc_http.h"
-#include "kc_url.h"
+#include "kc_exec.h"
 
-/* Idle keep-alive connections kept for blocking requests. */
+/* Idle easy handles (each keeping its connection alive) kept for blocking requests. */
 #define KC_CLIENT_POOL_MAX 8
-/* An idle connection older than this is closed rather than reused (API servers and load
- * balancers drop idle connections after a few minutes). */
-#define KC_CONN_MAX_IDLE_S 110.0
 
 typedef struct kc_loopctx kc_loopctx;
-
-/* One TCP connection, with TLS on https. Heap-allocated: the TLS layer keeps a pointer to it. */
-typedef struct kc_conn {
-    int fd;
-    bool tls;
-    mbedtls_ssl_context ssl;
-    int sys_errno;     /* errno of the last failed send/recv, for messages */
-    double idle_since; /* when it went back to the pool */
-} kc_conn;
+typedef struct kc_body_buf kc_body_buf;
 
 /* Transport failures: what went wrong before a complete HTTP response arrived. */
 typedef enum {
@@ -38,40 +25,37 @@ typedef enum {
     KC_X_RESOLVE,     /* the host name did not resolve; nothing was sent */
     KC_X_CONNECT,     /* refused or unreachable; nothing was sent */
     KC_X_TLS_VERIFY,  /* the server's certificate failed verification */
-    KC_X_TLS_CONFIG,  /* the CA or client certificate cannot be loaded; detail is the message */
+    KC_X_TLS_CONFIG,  /* the CA or client certificate cannot be loaded */
     KC_X_TLS,         /* TLS setup or handshake failed otherwise */
     KC_X_SEND,        /* the connection failed while the request was sent */
     KC_X_RECV,        /* the connection failed while the response was read */
     KC_X_GOT_NOTHING, /* the server closed the connection without answering */
     KC_X_PARTIAL,     /* the connection closed before the response ended */
-    KC_X_PROTO,       /* the response is not valid HTTP/1.1 */
-    KC_X_TIMEOUT,     /* set by the drivers */
+    KC_X_PROTO,       /* the response is not valid HTTP */
+    KC_X_TIMEOUT,
     KC_X_NOMEM,
     KC_X_ABORTED, /* the body callback stopped the transfer */
+    KC_X_PROXY,   /* the proxy refused or failed the tunnel */
 } kc_xerr;
 
-/* Wants returned by kc__xfer_step. */
-#define KC_WANT_READ  1
-#define KC_WANT_WRITE 2
+/* Receives a response body chunk; false stops the transfer (KC_X_ABORTED). */
+typedef bool (*kc_body_cb)(const char *data, size_t len, void *ud);
 
-/* One request/response exchange, advanced by kc__xfer_step whenever its socket is ready. */
+/* One request/response exchange on a libcurl easy handle. */
 typedef struct kc_xfer {
     kc_client *c;
-    kc_conn *conn;
-    bool reused;       /* conn came from the pool */
-    unsigned conn_gen; /* bumped for every socket opened: tells a driver its fd changed */
-    int phase;
-    struct addrinfo *ai, *ai_next; /* addresses still to try */
-    int connect_errno;
-    char *out; /* the request: head and body */
-    size_t out_len, out_off;
-    kc_http_parser p;
-    kc_http_body_cb on_body;
+    CURL *h;
+    struct curl_slist *headers;
+    kc_body_cb on_body;
     void *ud;
-    bool leftover;     /* bytes followed the response: the connection cannot be reused */
-    bool connect_only; /* done once connected (and the TLS handshake is done): nothing sent */
+    int status;        /* HTTP status once the headers arrived, else 0 */
+    size_t received;   /* body bytes delivered */
+    int retry_after_s; /* Retry-After, 0 when absent */
+    char *content_type;
     kc_xerr xerr;
-    char detail[256];
+    unsigned long cred_gen; /* the exec credential generation the request carries */
+    char detail[CURL_ERROR_SIZE + 64];
+    char errbuf[CURL_ERROR_SIZE];
 } kc_xfer;
 
 struct kc_client {
@@ -88,25 +72,36 @@ struct kc_client {
     char *key_pem;
     size_t key_pem_len;
     char *source;
+    char *proxy_url; /* the kubeconfig's proxy-url, or NULL (then HTTPS_PROXY/NO_PROXY apply) */
+    kc_exec_config *exec; /* the exec credential plugin, or NULL */
+    /* Its last credential, kept until it expires or the server answers 401 (under exec_mu, which
+     * also makes concurrent requests wait for one run of the plugin). */
+    pthread_mutex_t exec_mu;
+    kc_exec_result exec_cred;
+    bool exec_have;
+    unsigned long exec_gen; /* bumped per plugin run: a 401 drops only the credential it used */
 
-    kc_url url;          /* the parsed server URL */
-    char authority[300]; /* Host header value */
-    char port_str[8];
-    unsigned char verify_ip[16]; /* the address the certificate must name, when host is an IP */
-    size_t verify_ip_len;        /* 0: verify a DNS name (or nothing when insecure) */
+    char *base_url; /* where requests go: server, or the server with tls_server_name as host */
+    struct curl_slist *connect_to; /* "name:port:host:port" with tls_server_name, else NULL */
+    char *host_hdr;                /* "Host: authority" when tls_server_name is set, else NULL */
+    bool loopback;                 /* the server is on this machine: no proxy, as client-go does */
 
     kc_client_opts opts; /* defaults resolved */
     char *user_agent;
 
+    CURLSH *share; /* DNS cache and TLS sessions shared by every handle */
+    pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST];
+
+    atomic_bool cancelled; /* kc_client_cancel was called */
+    pthread_cond_t wake;   /* on mu: wakes retry and rate-limit sleeps (CLOCK_MONOTONIC) */
+    /* The client's pipe (kc_client_pipe.c), or NULL: its thread also carries the blocking
+     * requests of other threads, so that they share its connection (one, over HTTP/2). Under
+     * mu; pipe_users counts the requests using it, which kc_pipe_free waits out (wake). */
+    kc_pipe *pipe;
+    int pipe_users;
+
     pthread_mutex_t mu; /* guards everything below */
-    /* TLS configuration shared by every connection, built on first use. */
-    bool tls_ready;
-    kc_code tls_code; /* the setup's outcome, repeated on every later request when it failed */
-    char tls_msg[KC_ERR_MSG_MAX];
-    mbedtls_ssl_config tls_conf;
-    mbedtls_x509_crt tls_ca, tls_cert;
-    mbedtls_pk_context tls_key;
-    kc_conn *pool[KC_CLIENT_POOL_MAX];
+    CURL *pool[KC_CLIENT_POOL_MAX];
     int npool;
     char *tok_cache; /* last token read from token_file */
     struct stat tok_st;
@@ -119,36 +114,20 @@ struct kc_client {
     kc_loopctx *lc; /* streaming state, NULL until kc_client_attach_loop */
 };
 
-/* Prepares x for req: the request bytes (token included) are built here. */
-kc_code kc__xfer_init(kc_xfer *x, kc_client *c, const kc_request *req, kc_http_body_cb on_body,
-                      void *ud, kc_err *err);
-/* Starts over on a fresh connection (the previous one is closed), same request. */
-void kc__xfer_restart(kc_xfer *x);
-/* Advances x without blocking: KC_WANT_READ/KC_WANT_WRITE (wait for the socket, x->conn->fd, then
- * call again), 0 when the response is complete, -1 on failure (x->xerr, x->detail). */
-int kc__xfer_step(kc_xfer *x);
-/* True once the connection is established (and the TLS handshake done). */
-bool kc__xfer_connected(const kc_xfer *x);
-/* The socket being waited on (-1 between connection attempts). */
-int kc__xfer_fd(const kc_xfer *x);
-/* After a 0 from kc__xfer_step: gives the connection back for reuse when the response allows
- * it (keep-alive, nothing left over), else closes it. */
-void kc__xfer_release_conn(kc_xfer *x);
-/* Frees x (closing its connection, if still held). */
+/* Prepares x for req on a new easy handle (or h when non-NULL, which x then owns): URL, method,
+ * headers (token included), body, TLS, proxy and timeouts. timeout_ms 0: no overall timeout. */
+kc_code kc__xfer_init(kc_xfer *x, kc_client *c, CURL *h, const kc_request *req, long timeout_ms,
+                      kc_body_cb on_body, void *ud, kc_err *err);
+/* Records the outcome of a finished transfer: status, Retry-After, content type, and for a
+ * failure the kind (x->xerr) and its message (x->detail). */
+void kc__xfer_finish(kc_xfer *x, CURLcode rc);
+/* Frees x; its handle too unless taken (x->h set to NULL by the caller). */
 void kc__xfer_free(kc_xfer *x);
 
-/* Raw I/O on a connected kc_conn. Both return the bytes moved (recv: 0 when the peer closed),
- * -KC_WANT_READ or -KC_WANT_WRITE when the socket must become ready first, or KC_IO_FAIL with the
- * reason in why (and, for recv, *reset when the peer reset the connection). */
-#define KC_IO_FAIL (-100)
-ssize_t kc__conn_send(kc_conn *k, const char *p, size_t n, char *why, size_t size);
-ssize_t kc__conn_recv(kc_conn *k, char *p, size_t n, bool *reset, char *why, size_t size);
-/* Whether TLS holds decrypted bytes not read yet (the socket's readiness does not show them). */
-bool kc__conn_buffered(kc_conn *k);
-
-/* Takes an idle pooled connection that is still open, or NULL. */
-kc_conn *kc__pool_take(kc_client *c);
-void kc__conn_close(kc_conn *k);
+/* Takes an idle pooled easy handle (reset, its connection kept), or NULL. */
+CURL *kc__pool_take(kc_client *c);
+/* Gives h back to the pool (or cleans it up when the pool is full). */
+void kc__pool_give(kc_client *c, CURL *h);
 
 /* Maps a failed transfer to a kc_code with a message naming the request. */
 kc_code kc__xfer_error(kc_client *c, const kc_xfer *x, const char *method, const char *path,
@@ -157,20 +136,45 @@ kc_code kc__xfer_error(kc_client *c, const kc_xfer *x, const char *method, const
 /* Takes one token from the rate limiter; returns how long the caller must wait (ms). */
 long kc__limiter_reserve(kc_client *c);
 
-/* Counts one request sent. */
-void kc__count_request(kc_client *c);
+/* Counts one request sent, and the connections it opened. */
+void kc__count_request(kc_client *c, long new_connections);
 /* strdup that maps NULL to NULL and reports allocation failure through *ok. */
 char *kc__dup_opt(const char *s, bool *ok);
 /* Monotonic seconds. */
 double kc__now_s(void);
 
 /* A response body collected in memory (NUL-terminated once anything arrived). */
-typedef struct kc_body_buf {
+struct kc_body_buf {
     char *data;
     size_t len, cap;
-} kc_body_buf;
-/* A kc_http_body_cb appending to the kc_body_buf ud; false when out of memory. */
+};
+/* A kc_body_cb appending to the kc_body_buf ud; false when out of memory. */
 bool kc__body_append(const char *p, size_t k, void *ud);
+
+/* The bearer token to send (malloc'd, or NULL for none): the static token, the token file (re-read
+ * when it changed) or the exec plugin's (run when none is cached or it expired; *gen says which
+ * run). The caller wipes and frees it. */
+kc_code kc__token_get(kc_client *c, char **out, unsigned long *gen, kc_err *err);
+/* The server refused the credential of generation gen (401): an exec plugin's is dropped, so the
+ * next request runs the plugin again. Returns whether a fresh credential can be had (exec). */
+bool kc__token_refused(kc_client *c, unsigned long gen);
+
+/* The client's pipe, held for one blocking request (NULL when it has none, or when the caller is
+ * the pipe's own thread); kc__pipe_release gives it back. */
+kc_pipe *kc__pipe_acquire(kc_client *c);
+void kc__pipe_release(kc_client *c, kc_pipe *p);
+/* Runs req on the pipe's thread and waits for it: on KC_OK *cc is the transfer's outcome and x
+ * (without a handle) and body hold what a direct transfer would; otherwise err says why it never
+ * ran (cancelled, out of memory, a bad request). The caller took the rate-limiter token. */
+kc_code kc__pipe_do(kc_pipe *p, const kc_request *req, kc_xfer *x, kc_body_buf *body, CURLcode *cc,
+                    kc_err *err);
+/* Wakes the pipe's thread (the client's cancel). */
+void kc__pipe_wake(kc_pipe *p);
+
+/* Sleeps ms unless the client is cancelled meanwhile; false when cancelled. */
+bool kc__sleep(kc_client *c, long ms);
+/* The error every request of a cancelled client gets. */
+kc_code kc__cancelled_error(const char *method, const char *path, kc_err *err);
 
 /* Runs the fault hook set by kc_client_set_fault_hook (tests): KC_OK when none is set. */
 kc_code kc__fault_check(const kc_request *req);

@@ -24,12 +24,22 @@ kc_code kc__xfer_error(kc_client *c, const kc_xfer *x, const char *method, const
                           "system CA store (no certificate-authority in %s): %s",
                           method, path, base, c->source, detail);
     case KC_X_TLS_CONFIG:
-        return kc_err_set(err, KC_ETLS, "%s %s: %s", method, path, detail);
-    case KC_X_TLS:
         return kc_err_set(err, KC_ETLS,
-                          "%s %s: TLS handshake with %s failed (check the client certificate "
-                          "and key in %s): %s",
-                          method, path, base, c->source, detail);
+                          "%s %s: the TLS configuration from %s cannot be used (its "
+                          "certificate authority, client certificate or client key): %s",
+                          method, path, c->source, detail);
+    case KC_X_TLS:
+        if (c->cert_pem)
+            return kc_err_set(err, KC_ETLS,
+                              "%s %s: TLS handshake with %s failed (check the client certificate "
+                              "and key in %s): %s",
+                              method, path, base, c->source, detail);
+        return kc_err_set(err, KC_ETLS, "%s %s: TLS handshake with %s failed: %s", method, path,
+                          base, detail);
+    case KC_X_PROXY:
+        return kc_err_set(err, KC_EIO, "%s %s: the proxy %s failed the connection to %s: %s",
+                          method, path, c->proxy_url ? c->proxy_url : "(from HTTPS_PROXY)", base,
+                          detail);
     case KC_X_TIMEOUT:
         return kc_err_set(err, KC_ETIMEDOUT, "%s %s: request to %s timed out: %s", method, path,
                           base, detail);
@@ -39,6 +49,11 @@ kc_code kc__xfer_error(kc_client *c, const kc_xfer *x, const char *method, const
         return kc_err_set(err, KC_ECANCELED, "%s %s: canceled", method, path);
     case KC_X_CONNECT:
     case KC_X_RESOLVE:
+        if (c->proxy_url)
+            return kc_err_set(err, KC_EIO,
+                              "%s %s: cannot connect to the proxy %s (proxy-url in "
+                              "%s) for %s: %s",
+                              method, path, c->proxy_url, c->source, base, detail);
         return kc_err_set(err, KC_EIO, "%s %s: cannot connect to %s (is the API server up?): %s",
                           method, path, base, detail);
     default:

@@ -1,6 +1,6 @@
-/* kc_client_stream: streaming requests on a libuv loop. Each stream owns one connection and one
- * transfer (kc_client_conn.c), advanced whenever a uv_poll_t says its socket is ready; a timer
- * per stream covers the rate-limit wait, then the connect deadline, then the idle timeout. */
+/* kc_client_stream: streaming requests on a libuv loop. One libcurl multi handle per attached
+ * loop, driven by its socket interface (uv_poll per socket, one uv_timer for libcurl's timeouts):
+ * over HTTP/2 every stream of the client shares one connection, over HTTP/1.1 each has its own. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,37 +15,115 @@
 struct kc_loopctx {
     kc_client *c;
     uv_loop_t *loop;
+    CURLM *multi;
+    uv_timer_t *timer;  /* libcurl's timeout */
+    int in_curl;        /* inside curl_multi_socket_action: no handle may be removed */
     kc_stream *streams; /* every live stream */
+    bool dead_pending;  /* a stream was cancelled inside a curl callback */
 };
-
-enum { T_NONE, T_WAIT, T_CONNECT, T_IDLE };
 
 struct kc_stream {
     kc_loopctx *lc;
     kc_xfer x;
-    uv_poll_t *poll; /* on the transfer's socket; NULL while none */
-    unsigned poll_gen;
-    int poll_events;
-    uv_timer_t *timer;
-    int tmode;
-    uint64_t last_rx_ms; /* loop time of the last bytes received (idle timeout) */
-    size_t rx_seen;
+    uv_timer_t *wait; /* the rate limiter's wait before the request is added */
+    bool added;       /* in the multi handle */
     kc_stream_data_cb on_data;
     kc_stream_done_cb on_done;
     void *ud;
     char *method;
     char *path;
-    bool driving;   /* inside kc__xfer_step: user callbacks may run */
-    bool cancelled; /* canceled while driving: freed when the step returns */
+    bool cancelled; /* cancelled inside a curl callback: freed once curl returns */
     bool finishing; /* on_done is running; a cancel now is a no-op */
     char *errbody;
     size_t errbody_len;
     kc_stream *next, *prev;
 };
 
+/* A socket libcurl asked us to watch. */
+typedef struct sockctx {
+    uv_poll_t poll;
+    curl_socket_t fd;
+    kc_loopctx *lc;
+} sockctx;
+
 static void free_handle(uv_handle_t *h)
 {
     free(h);
+}
+
+static void check_done(kc_loopctx *lc);
+static void sweep(kc_loopctx *lc);
+
+static void socket_action(kc_loopctx *lc, curl_socket_t fd, int flags)
+{
+    int running = 0;
+    lc->in_curl++;
+    curl_multi_socket_action(lc->multi, fd, flags, &running);
+    lc->in_curl--;
+    check_done(lc);
+    sweep(lc);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+    sockctx *sc = h->data;
+    int flags = 0;
+    if (status < 0)
+        flags = CURL_CSELECT_ERR;
+    if (events & UV_READABLE)
+        flags |= CURL_CSELECT_IN;
+    if (events & UV_WRITABLE)
+        flags |= CURL_CSELECT_OUT;
+    socket_action(sc->lc, sc->fd, flags);
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+    socket_action(t->data, CURL_SOCKET_TIMEOUT, 0);
+}
+
+/* libcurl's CURLMOPT_TIMERFUNCTION: (re)arms or stops the one timer. */
+static int timer_cb(CURLM *m, long timeout_ms, void *ud)
+{
+    (void)m;
+    kc_loopctx *lc = ud;
+    if (timeout_ms < 0)
+        uv_timer_stop(lc->timer);
+    else
+        uv_timer_start(lc->timer, on_timeout, (uint64_t)timeout_ms, 0);
+    return 0;
+}
+
+/* libcurl's CURLMOPT_SOCKETFUNCTION: watches, re-watches or forgets a socket. */
+static int socket_cb(CURL *e, curl_socket_t fd, int what, void *ud, void *sockp)
+{
+    (void)e;
+    kc_loopctx *lc = ud;
+    sockctx *sc = sockp;
+    if (what == CURL_POLL_REMOVE) {
+        if (sc) {
+            uv_poll_stop(&sc->poll);
+            uv_close((uv_handle_t *)&sc->poll, free_handle);
+            curl_multi_assign(lc->multi, fd, NULL);
+        }
+        return 0;
+    }
+    if (!sc) {
+        sc = calloc(1, sizeof(*sc));
+        if (!sc)
+            return -1;
+        if (uv_poll_init_socket(lc->loop, &sc->poll, fd) != 0) {
+            free(sc);
+            return -1;
+        }
+        sc->fd = fd;
+        sc->lc = lc;
+        sc->poll.data = sc;
+        curl_multi_assign(lc->multi, fd, sc);
+    }
+    int events = (what & CURL_POLL_IN ? UV_READABLE : 0) | (what & CURL_POLL_OUT ? UV_WRITABLE : 0);
+    uv_poll_start(&sc->poll, events, on_poll);
+    return 0;
 }
 
 kc_code kc_client_attach_loop(kc_client *c, uv_loop_t *loop, kc_err *err)
@@ -56,10 +134,24 @@ kc_code kc_client_attach_loop(kc_client *c, uv_loop_t *loop, kc_err *err)
     if (c->lc)
         return kc_err_set(err, KC_EARG, "kc_client_attach_loop: the client is already attached");
     kc_loopctx *lc = calloc(1, sizeof(*lc));
-    if (!lc)
+    if (!lc || !(lc->timer = malloc(sizeof(*lc->timer))) || !(lc->multi = curl_multi_init())) {
+        if (lc)
+            free(lc->timer);
+        free(lc);
         return kc_err_set(err, KC_ENOMEM, "out of memory attaching the client to a loop");
+    }
     lc->c = c;
     lc->loop = loop;
+    uv_timer_init(loop, lc->timer);
+    lc->timer->data = lc;
+    curl_multi_setopt(lc->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+    curl_multi_setopt(lc->multi, CURLMOPT_SOCKETDATA, lc);
+    curl_multi_setopt(lc->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+    curl_multi_setopt(lc->multi, CURLMOPT_TIMERDATA, lc);
+    curl_multi_setopt(lc->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    /* The API server allows 100 concurrent streams per HTTP/2 connection by default, and
+     * the operator's watches plus LISTs stay well below that. */
+    curl_multi_setopt(lc->multi, CURLMOPT_MAX_CONCURRENT_STREAMS, 250L);
     c->lc = lc;
     return KC_OK;
 }
@@ -78,24 +170,16 @@ static void stream_unlink(kc_stream *s)
     s->next = s->prev = NULL;
 }
 
-static void poll_close(kc_stream *s)
-{
-    if (!s->poll)
-        return;
-    /* Closing the handle takes the fd out of the loop's epoll set at once, before the
-     * transfer closes the fd itself. */
-    uv_close((uv_handle_t *)s->poll, free_handle);
-    s->poll = NULL;
-    s->poll_events = 0;
-}
-
-/* Frees a stream that is unlinked already. Never called from inside kc__xfer_step. */
+/* Frees a stream that is unlinked already; never inside a curl callback. */
 static void stream_free(kc_stream *s)
 {
-    poll_close(s);
-    if (s->timer) {
-        uv_close((uv_handle_t *)s->timer, free_handle);
-        s->timer = NULL;
+    if (s->added) {
+        curl_multi_remove_handle(s->lc->multi, s->x.h);
+        s->added = false;
+    }
+    if (s->wait) {
+        uv_close((uv_handle_t *)s->wait, free_handle);
+        s->wait = NULL;
     }
     kc__xfer_free(&s->x);
     free(s->method);
@@ -110,13 +194,31 @@ static void stream_destroy(kc_stream *s)
     stream_free(s);
 }
 
+/* Frees the streams cancelled while curl was running. */
+static void sweep(kc_loopctx *lc)
+{
+    if (!lc->dead_pending || lc->in_curl)
+        return;
+    lc->dead_pending = false;
+    kc_stream *s = lc->streams;
+    while (s) {
+        kc_stream *next = s->next;
+        if (s->cancelled)
+            stream_destroy(s);
+        s = next;
+    }
+}
+
 /* Reports the end of a transfer to the user and frees the stream. */
 static void stream_finish(kc_stream *s, kc_code code, kc_err *e)
 {
     s->finishing = true;
     stream_unlink(s);
-    /* Stop watching the socket before the user's callback (it may start another stream). */
-    poll_close(s);
+    /* Out of the multi handle before the user's callback (it may start another stream). */
+    if (s->added) {
+        curl_multi_remove_handle(s->lc->multi, s->x.h);
+        s->added = false;
+    }
     if (s->on_done)
         s->on_done(s, code, e, s->ud);
     stream_free(s);
@@ -124,11 +226,14 @@ static void stream_finish(kc_stream *s, kc_code code, kc_err *e)
 
 /* Ends the stream after its transfer completed or failed: a transport failure (unless an error
  * body arrived, which says more) or the HTTP status with the error body, if any. */
-static void stream_end(kc_stream *s)
+static void stream_end(kc_stream *s, CURLcode rc)
 {
     kc_err e = {0};
     kc_code code;
-    int status = s->x.p.headers_done ? s->x.p.status : 0;
+    kc__xfer_finish(&s->x, rc);
+    int status = s->x.status;
+    if (status == 401)
+        kc__token_refused(s->lc->c, s->x.cred_gen);
     if (s->x.xerr != KC_X_OK && !(status >= 300 && s->errbody_len))
         code = kc__xfer_error(s->lc->c, &s->x, s->method, s->path, &e);
     else
@@ -136,12 +241,28 @@ static void stream_end(kc_stream *s)
     stream_finish(s, code, &e);
 }
 
+static void check_done(kc_loopctx *lc)
+{
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(lc->multi, &left))) {
+        if (m->msg != CURLMSG_DONE)
+            continue;
+        kc_xfer *x = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+        kc_stream *s = (kc_stream *)((char *)x - offsetof(kc_stream, x));
+        if (s->cancelled)
+            continue; /* freed by the sweep, without a callback */
+        stream_end(s, m->data.result);
+    }
+}
+
 static bool stream_body(const char *p, size_t k, void *ud)
 {
     kc_stream *s = ud;
     if (s->cancelled)
         return false;
-    int status = s->x.p.status;
+    int status = s->x.status;
     if (status < 200 || status >= 300) {
         /* An error body is decoded at the end, never handed to on_data. */
         size_t room = KC_STREAM_ERRBODY_MAX - s->errbody_len;
@@ -161,104 +282,22 @@ static bool stream_body(const char *p, size_t k, void *ud)
     return !s->cancelled;
 }
 
-static void on_poll(uv_poll_t *h, int status, int events);
-static void on_timer(uv_timer_t *t);
-
-/* Advances the transfer after a socket event (or at its start) and arranges the next wait. */
-static void drive(kc_stream *s)
-{
-    kc_loopctx *lc = s->lc;
-    s->driving = true;
-    int r = kc__xfer_step(&s->x);
-    s->driving = false;
-    if (s->cancelled) {
-        stream_destroy(s);
-        return;
-    }
-    if (r <= 0) {
-        stream_end(s);
-        return;
-    }
-    if (s->x.p.received != s->rx_seen) {
-        s->rx_seen = s->x.p.received;
-        s->last_rx_ms = uv_now(lc->loop);
-    }
-    if (s->tmode == T_CONNECT && kc__xfer_connected(&s->x)) {
-        long idle_s = lc->c->opts.stream_idle_timeout_s;
-        if (idle_s > 0) {
-            s->tmode = T_IDLE;
-            s->last_rx_ms = uv_now(lc->loop);
-            uv_timer_start(s->timer, on_timer, (uint64_t)idle_s * 1000, 0);
-        } else {
-            s->tmode = T_NONE;
-            uv_timer_stop(s->timer);
-        }
-    }
-    /* A new socket (another address, or the first): a new poll handle. */
-    if (s->poll && s->poll_gen != s->x.conn_gen)
-        poll_close(s);
-    int events = (r & KC_WANT_READ ? UV_READABLE : 0) | (r & KC_WANT_WRITE ? UV_WRITABLE : 0);
-    if (!s->poll) {
-        s->poll = malloc(sizeof(*s->poll));
-        if (!s->poll || uv_poll_init_socket(lc->loop, s->poll, kc__xfer_fd(&s->x)) != 0) {
-            free(s->poll);
-            s->poll = NULL;
-            s->x.xerr = KC_X_NOMEM;
-            snprintf(s->x.detail, sizeof(s->x.detail), "cannot watch the connection's socket");
-            stream_end(s);
-            return;
-        }
-        s->poll->data = s;
-        s->poll_gen = s->x.conn_gen;
-    }
-    if (events != s->poll_events) {
-        uv_poll_start(s->poll, events, on_poll);
-        s->poll_events = events;
-    }
-}
-
-static void on_poll(uv_poll_t *h, int status, int events)
-{
-    (void)status;
-    (void)events;
-    /* Errors surface from the socket calls the step makes. */
-    drive(h->data);
-}
-
-static void on_timer(uv_timer_t *t)
+/* The rate limiter's wait is over: the request goes out. */
+static void on_wait(uv_timer_t *t)
 {
     kc_stream *s = t->data;
     kc_loopctx *lc = s->lc;
-    switch (s->tmode) {
-    case T_WAIT:
-        /* The rate limiter's wait is over: the request goes out. */
-        kc__count_request(lc->c);
-        s->tmode = T_CONNECT;
-        uv_timer_start(s->timer, on_timer, (uint64_t)lc->c->opts.connect_timeout_ms, 0);
-        drive(s);
-        return;
-    case T_CONNECT:
-        s->x.xerr = KC_X_TIMEOUT;
-        snprintf(s->x.detail, sizeof(s->x.detail), "not connected within %ld ms",
-                 lc->c->opts.connect_timeout_ms);
-        stream_end(s);
-        return;
-    case T_IDLE: {
-        uint64_t idle_ms = (uint64_t)lc->c->opts.stream_idle_timeout_s * 1000;
-        uint64_t quiet = uv_now(lc->loop) - s->last_rx_ms;
-        if (quiet < idle_ms) {
-            uv_timer_start(s->timer, on_timer, idle_ms - quiet, 0);
-            return;
-        }
-        s->x.xerr = KC_X_TIMEOUT;
-        snprintf(s->x.detail, sizeof(s->x.detail), "no data for %ld s",
-                 lc->c->opts.stream_idle_timeout_s);
-        stream_end(s);
+    uv_close((uv_handle_t *)s->wait, free_handle);
+    s->wait = NULL;
+    kc__count_request(lc->c, 0);
+    CURLMcode mc = curl_multi_add_handle(lc->multi, s->x.h);
+    if (mc != CURLM_OK) {
+        snprintf(s->x.errbuf, sizeof(s->x.errbuf), "cannot start the transfer: %s",
+                 curl_multi_strerror(mc));
+        stream_end(s, mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT);
         return;
     }
-    default:
-        return;
-    }
+    s->added = true;
 }
 
 kc_code kc_stream_start(kc_client *c, const kc_request *req, kc_stream_data_cb on_data,
@@ -274,6 +313,8 @@ kc_code kc_stream_start(kc_client *c, const kc_request *req, kc_stream_data_cb o
     if (!c->lc)
         return kc_err_set(err, KC_EARG,
                           "kc_stream_start: call kc_client_attach_loop before starting streams");
+    if (kc_client_cancelled(c))
+        return kc__cancelled_error(req->method, req->path, err);
     kc_loopctx *lc = c->lc;
     kc_stream *s = calloc(1, sizeof(*s));
     if (!s)
@@ -284,24 +325,29 @@ kc_code kc_stream_start(kc_client *c, const kc_request *req, kc_stream_data_cb o
     s->ud = ud;
     s->method = strdup(req->method);
     s->path = strdup(req->path);
-    s->timer = malloc(sizeof(*s->timer));
+    s->wait = malloc(sizeof(*s->wait));
     kc_code code;
-    if (!s->method || !s->path || !s->timer) {
+    if (!s->method || !s->path || !s->wait) {
         code = kc_err_set(err, KC_ENOMEM, "out of memory starting a stream");
         goto fail;
     }
-    code = kc__xfer_init(&s->x, c, req, stream_body, s, err);
+    code = kc__xfer_init(&s->x, c, NULL, req, 0, stream_body, s, err);
     if (code != KC_OK)
         goto fail;
-    uv_timer_init(lc->loop, s->timer);
-    s->timer->data = s;
-    s->tmode = T_WAIT;
+    long idle_s = c->opts.stream_idle_timeout_s;
+    if (idle_s > 0 && (curl_easy_setopt(s->x.h, CURLOPT_LOW_SPEED_LIMIT, 1L) != CURLE_OK ||
+                       curl_easy_setopt(s->x.h, CURLOPT_LOW_SPEED_TIME, idle_s) != CURLE_OK)) {
+        code = kc_err_set(err, KC_ENOMEM, "out of memory starting a stream");
+        goto fail;
+    }
+    uv_timer_init(lc->loop, s->wait);
+    s->wait->data = s;
     /* Timers count from the loop's cached time, which is stale if the loop thread was busy:
      * refresh it so that the wait is not cut short. */
     uv_update_time(lc->loop);
     /* The rate limiter's wait becomes a timer; with no wait the transfer still starts from the
      * loop, so that no user callback runs inside kc_stream_start. */
-    uv_timer_start(s->timer, on_timer, (uint64_t)kc__limiter_reserve(c), 0);
+    uv_timer_start(s->wait, on_wait, (uint64_t)kc__limiter_reserve(c), 0);
     s->next = lc->streams;
     if (lc->streams)
         lc->streams->prev = s;
@@ -310,7 +356,7 @@ kc_code kc_stream_start(kc_client *c, const kc_request *req, kc_stream_data_cb o
         *out = s;
     return KC_OK;
 fail:
-    free(s->timer);
+    free(s->wait);
     kc__xfer_free(&s->x); /* calloc'd or initialised: either is safe to free */
     free(s->method);
     free(s->path);
@@ -322,10 +368,12 @@ void kc_stream_cancel(kc_stream *s)
 {
     if (!s || s->finishing || s->cancelled)
         return;
-    if (s->driving)
+    if (s->lc->in_curl) {
         s->cancelled = true;
-    else
+        s->lc->dead_pending = true;
+    } else {
         stream_destroy(s);
+    }
 }
 
 void kc__stream_detach(kc_client *c)
@@ -335,6 +383,9 @@ void kc__stream_detach(kc_client *c)
         return;
     while (lc->streams)
         stream_destroy(lc->streams);
+    /* Closes what connections are left; their sockets' polls close through socket_cb. */
+    curl_multi_cleanup(lc->multi);
+    uv_close((uv_handle_t *)lc->timer, free_handle);
     c->lc = NULL;
     free(lc);
 }

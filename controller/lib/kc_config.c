@@ -2,6 +2,7 @@
 #include "kc_config.h"
 #include "kc_base64.h"
 #include "kc_config_int.h"
+#include "kc_exec.h"
 #include "kc_url.h"
 #include "kc_yaml.h"
 
@@ -83,32 +84,79 @@ static kc_code oom(kc_err *err)
     return kc_err_set(err, KC_ENOMEM, "out of memory loading the Kubernetes configuration");
 }
 
-/* Reads a string field; absent, null and "" all leave *out NULL (Go reads them alike). */
-static kc_code get_str(const json_t *obj, const char *key, const where *w, const char **out,
-                       kc_err *err)
+/* Reads a string field; absent, null and "" all leave *out NULL (Go reads them alike). Messages
+ * call the field prefix+key ("exec." "command"). */
+static kc_code get_str_at(const json_t *obj, const char *prefix, const char *key, const where *w,
+                          const char **out, kc_err *err)
 {
     *out = NULL;
     const json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
     if (!v || json_is_null(v))
         return KC_OK;
     if (!json_is_string(v))
-        return cfg_err(err, w, "%s: expected a string, got %s", key, kind_of(v));
+        return cfg_err(err, w, "%s%s: expected a string, got %s", prefix, key, kind_of(v));
     if (json_string_length(v) != strlen(json_string_value(v)))
-        return cfg_err(err, w, "%s: contains a NUL character", key);
+        return cfg_err(err, w, "%s%s: contains a NUL character", prefix, key);
     if (json_string_length(v) > 0)
         *out = json_string_value(v);
     return KC_OK;
 }
 
-static kc_code get_bool(const json_t *obj, const char *key, const where *w, bool *out, kc_err *err)
+static kc_code get_str(const json_t *obj, const char *key, const where *w, const char **out,
+                       kc_err *err)
+{
+    return get_str_at(obj, "", key, w, out, err);
+}
+
+static kc_code get_bool_at(const json_t *obj, const char *prefix, const char *key, const where *w,
+                           bool *out, kc_err *err)
 {
     *out = false;
     const json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
     if (!v || json_is_null(v))
         return KC_OK;
     if (!json_is_boolean(v))
-        return cfg_err(err, w, "%s: expected true or false, got %s", key, kind_of(v));
+        return cfg_err(err, w, "%s%s: expected true or false, got %s", prefix, key, kind_of(v));
     *out = json_is_true(v);
+    return KC_OK;
+}
+
+static kc_code get_bool(const json_t *obj, const char *key, const where *w, bool *out, kc_err *err)
+{
+    return get_bool_at(obj, "", key, w, out, err);
+}
+
+/* How a mapping's fields are treated: the ones named in a table are read (why NULL) or refused
+ * with why ("impersonation (as) is"); any other is refused as unsupported. */
+typedef struct field_rule {
+    const char *name;
+    const char *why;
+} field_rule;
+
+/* Refuses the fields of obj that rules refuse or do not name. A null value counts as absent, as
+ * Go reads it. Refusals the table lists come first, in its order, so that the message for a user
+ * with several is stable; hint (may be "") follows them. prefix is put before unknown names
+ * ("exec."). */
+static kc_code check_fields(const json_t *obj, const field_rule *rules, size_t n,
+                            const char *prefix, const char *hint, const where *w, kc_err *err)
+{
+    if (!json_is_object(obj))
+        return KC_OK;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_object_get(obj, rules[i].name);
+        if (rules[i].why && v && !json_is_null(v))
+            return cfg_err(err, w, "%s not supported%s", rules[i].why, hint);
+    }
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)obj, key, v)
+    {
+        size_t i = 0;
+        while (i < n && strcmp(rules[i].name, key) != 0)
+            i++;
+        if (i == n && !json_is_null(v))
+            return cfg_err(err, w, "unsupported field \"%s%.100s\"", prefix, key);
+    }
     return KC_OK;
 }
 
@@ -183,54 +231,156 @@ static kc_code check_server(const char *server, const where *w, kc_err *err)
 }
 
 /* Finds the entry `name` in list `list` ("clusters") of the first file defining it. *inner is the
- * entry's `inner_key` mapping ("cluster"), NULL when the entry has none. */
-static bool find_named(const kcset *set, const char *list, const char *inner_key, const char *name,
-                       const json_t **inner, const kcfile **from)
+ * entry's `inner_key` mapping ("cluster"), NULL when the entry has none. The entry itself may hold
+ * nothing else: its other fields are refused with their path ("clusters[2].nmae"). */
+static kc_code find_named(const kcset *set, const char *list, const char *inner_key,
+                          const char *name, const json_t **inner, const kcfile **from, bool *found,
+                          kc_err *err)
 {
+    *found = false;
     for (size_t f = 0; f < set->n; f++) {
         const json_t *arr = json_object_get(set->files[f].doc, list);
         size_t i;
         const json_t *item;
         json_array_foreach(arr, i, item)
         {
-            if (strcmp(json_string_value(json_object_get(item, "name")), name) == 0) {
-                const json_t *in = json_object_get(item, inner_key);
-                *inner = json_is_object(in) ? in : NULL;
-                *from = &set->files[f];
-                return true;
-            }
+            if (strcmp(json_string_value(json_object_get(item, "name")), name) != 0)
+                continue;
+            const json_t *in = json_object_get(item, inner_key);
+            *inner = json_is_object(in) ? in : NULL;
+            *from = &set->files[f];
+            *found = true;
+            const field_rule entry[] = {{"name", NULL}, {inner_key, NULL}};
+            char prefix[64];
+            snprintf(prefix, sizeof(prefix), "%s[%zu].", list, i);
+            where wf;
+            snprintf(wf.s, sizeof(wf.s), "kubeconfig %.300s", set->files[f].path);
+            /* A null mapping is an empty one (as Go reads it); anything else is a mistake that
+             * must not pass as "no credentials". */
+            if (in && !json_is_null(in) && !json_is_object(in))
+                return cfg_err(err, &wf, "%s%s: expected a mapping, got %s", prefix, inner_key,
+                               kind_of(in));
+            return check_fields(item, entry, 2, prefix, "", &wf, err);
         }
     }
-    return false;
+    return KC_OK;
+}
+
+#define EXEC_EXTENSION "client.authentication.k8s.io/exec"
+
+/* Accepts the proxy schemes client-go accepts (http, https, socks5, any case) with a host. The
+ * URL itself is never quoted: proxy URLs often carry a password. */
+static kc_code check_proxy_url(const char *url, const where *w, kc_err *err)
+{
+    static const char *const schemes[] = {"http", "https", "socks5"};
+    const char *sep = strstr(url, "://");
+    size_t slen = sep ? (size_t)(sep - url) : 0;
+    bool known = false;
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
+        known = known || (slen == strlen(schemes[i]) && strncasecmp(url, schemes[i], slen) == 0);
+    if (!known) {
+        bool word = slen > 0 && slen <= 20;
+        for (size_t i = 0; word && i < slen; i++)
+            word = (url[i] >= 'a' && url[i] <= 'z') || (url[i] >= 'A' && url[i] <= 'Z') ||
+                   (i > 0 && ((url[i] >= '0' && url[i] <= '9') || strchr("+-.", url[i])));
+        if (word)
+            return cfg_err(err, w,
+                           "proxy-url: the scheme \"%.*s\" is not supported (use http, https or "
+                           "socks5)",
+                           (int)slen, url);
+        return cfg_err(err, w,
+                       "proxy-url: not a URL of the form scheme://host[:port] (the scheme one of "
+                       "http, https or socks5)");
+    }
+    for (const char *c = url; *c; c++)
+        if ((unsigned char)*c <= ' ' || *c == 0x7f)
+            return cfg_err(err, w, "proxy-url: contains a space or a control character");
+    const char *auth = sep + 3;
+    size_t alen = strcspn(auth, "/?#");
+    const char *host = auth;
+    for (const char *c = auth; c < auth + alen; c++)
+        if (*c == '@')
+            host = c + 1;
+    if (host == auth + alen || *host == ':')
+        return cfg_err(err, w, "proxy-url: no host");
+    return KC_OK;
+}
+
+/* A cluster's extensions are ignorable by definition, and skipped; client-go reads one, which it
+ * hands to exec plugins as spec.cluster.config. *out (caller frees) gets its JSON text. */
+static kc_code exec_extension(const json_t *c, char **out, kc_err *err)
+{
+    const json_t *list = json_object_get(c, "extensions");
+    size_t i;
+    const json_t *item;
+    json_array_foreach(list, i, item)
+    {
+        const json_t *name = json_object_get(item, "name");
+        if (!json_is_string(name) || strcmp(json_string_value(name), EXEC_EXTENSION) != 0)
+            continue;
+        const json_t *ext = json_object_get(item, "extension");
+        if (!ext || json_is_null(ext))
+            return KC_OK;
+        *out = json_dumps(ext, JSON_COMPACT | JSON_ENCODE_ANY);
+        return *out ? KC_OK : oom(err);
+    }
+    return KC_OK;
 }
 
 static kc_code resolve_cluster(const kcset *set, const where *wctx, const char *ctxname,
-                               const char *name, kc_config *cfg, kc_err *err)
+                               const char *name, kc_config *cfg, char **exec_ext, kc_err *err)
 {
+    static const field_rule fields[] = {
+        {"server", NULL},
+        {"tls-server-name", NULL},
+        {"insecure-skip-tls-verify", NULL},
+        {"certificate-authority", NULL},
+        {"certificate-authority-data", NULL},
+        {"proxy-url", NULL},
+        /* Read and kept (kc_config.disable_compression), though it changes nothing while our
+         * client asks for no compression: refusing it would refuse kubeconfigs for nothing. */
+        {"disable-compression", NULL},
+        {"extensions", NULL},
+    };
     const json_t *c;
     const kcfile *f;
-    if (!find_named(set, "clusters", "cluster", name, &c, &f))
+    bool found;
+    kc_code rc = find_named(set, "clusters", "cluster", name, &c, &f, &found, err);
+    if (rc)
+        return rc;
+    if (!found)
         return cfg_err(err, wctx, "cluster \"%.100s\" not found", name);
     where w;
     snprintf(w.s, sizeof(w.s), "kubeconfig %.150s: context \"%.100s\": cluster \"%.100s\"", f->path,
              ctxname, name);
-    const char *server, *sni;
-    kc_code rc = get_str(c, "server", &w, &server, err);
+    rc = check_fields(c, fields, sizeof(fields) / sizeof(fields[0]), "", "", &w, err);
+    if (rc)
+        return rc;
+    const char *server, *sni, *proxy;
+    rc = get_str(c, "server", &w, &server, err);
     if (!rc)
         rc = get_str(c, "tls-server-name", &w, &sni, err);
     if (!rc)
         rc = get_bool(c, "insecure-skip-tls-verify", &w, &cfg->insecure_skip_tls_verify, err);
+    if (!rc)
+        rc = get_str(c, "proxy-url", &w, &proxy, err);
+    if (!rc)
+        rc = get_bool(c, "disable-compression", &w, &cfg->disable_compression, err);
     if (rc)
         return rc;
     if (!server)
         return cfg_err(err, &w, "no server set");
     rc = check_server(server, &w, err);
+    if (!rc && proxy)
+        rc = check_proxy_url(proxy, &w, err);
     if (rc)
         return rc;
     cfg->server = strdup(server);
     if (sni)
         cfg->tls_server_name = strdup(sni);
-    if (!cfg->server || (sni && !cfg->tls_server_name))
+    if (proxy)
+        cfg->proxy_url = strdup(proxy);
+    if (!cfg->server || (sni && !cfg->tls_server_name) || (proxy && !cfg->proxy_url))
         return oom(err);
     size_t n = strlen(cfg->server);
     while (n > 0 && cfg->server[n - 1] == '/')
@@ -241,16 +391,182 @@ static kc_code resolve_cluster(const kcset *set, const where *wctx, const char *
     if (cfg->ca_pem && cfg->insecure_skip_tls_verify)
         return cfg_err(err, &w,
                        "insecure-skip-tls-verify cannot be combined with a certificate-authority");
+    return exec_extension(c, exec_ext, err);
+}
+
+/* Reads exec.args (a list of strings) into e. */
+static kc_code exec_args(const json_t *ex, const where *w, kc_exec_config *e, kc_err *err)
+{
+    const json_t *a = json_object_get(ex, "args");
+    if (!a || json_is_null(a))
+        return KC_OK;
+    if (!json_is_array(a))
+        return cfg_err(err, w, "exec.args: expected a list, got %s", kind_of(a));
+    if (json_array_size(a) == 0)
+        return KC_OK;
+    e->args = calloc(json_array_size(a), sizeof(*e->args));
+    if (!e->args)
+        return oom(err);
+    size_t i;
+    const json_t *v;
+    json_array_foreach(a, i, v)
+    {
+        if (!json_is_string(v))
+            return cfg_err(err, w, "exec.args[%zu]: expected a string, got %s", i, kind_of(v));
+        if (json_string_length(v) != strlen(json_string_value(v)))
+            return cfg_err(err, w, "exec.args[%zu]: contains a NUL character", i);
+        e->args[i] = strdup(json_string_value(v));
+        if (!e->args[i])
+            return oom(err);
+        e->n_args++;
+    }
+    return KC_OK;
+}
+
+/* Reads exec.env (a list of {name, value}) into e. */
+static kc_code exec_env(const json_t *ex, const where *w, kc_exec_config *e, kc_err *err)
+{
+    static const field_rule fields[] = {{"name", NULL}, {"value", NULL}};
+    const json_t *a = json_object_get(ex, "env");
+    if (!a || json_is_null(a))
+        return KC_OK;
+    if (!json_is_array(a))
+        return cfg_err(err, w, "exec.env: expected a list, got %s", kind_of(a));
+    if (json_array_size(a) == 0)
+        return KC_OK;
+    e->env = calloc(json_array_size(a), sizeof(*e->env));
+    if (!e->env)
+        return oom(err);
+    size_t i;
+    const json_t *item;
+    json_array_foreach(a, i, item)
+    {
+        char prefix[48];
+        snprintf(prefix, sizeof(prefix), "exec.env[%zu].", i);
+        if (!json_is_object(item))
+            return cfg_err(err, w, "exec.env[%zu]: expected a mapping, got %s", i, kind_of(item));
+        const char *name, *value;
+        kc_code rc = check_fields(item, fields, 2, prefix, "", w, err);
+        if (!rc)
+            rc = get_str_at(item, prefix, "name", w, &name, err);
+        if (!rc)
+            rc = get_str_at(item, prefix, "value", w, &value, err);
+        if (rc)
+            return rc;
+        if (!name)
+            return cfg_err(err, w, "exec.env[%zu].name: not set", i);
+        if (strchr(name, '='))
+            return cfg_err(err, w, "exec.env[%zu].name: \"%.100s\" contains '='", i, name);
+        kc_exec_env *ev = &e->env[e->n_env];
+        ev->name = strdup(name);
+        ev->value = strdup(value ? value : "");
+        e->n_env++;
+        if (!ev->name || !ev->value)
+            return oom(err);
+    }
+    return KC_OK;
+}
+
+/* Reads a user's exec into *out (a new kc_exec_config). dir anchors a relative command path. */
+static kc_code parse_exec(const json_t *ex, const char *dir, const where *w, kc_exec_config **out,
+                          kc_err *err)
+{
+    static const field_rule fields[] = {
+        {"apiVersion", NULL},
+        {"command", NULL},
+        {"args", NULL},
+        {"env", NULL},
+        {"installHint", NULL},
+        {"provideClusterInfo", NULL},
+        {"interactiveMode", NULL},
+    };
+    *out = NULL;
+    if (!json_is_object(ex))
+        return cfg_err(err, w, "exec: expected a mapping, got %s", kind_of(ex));
+    const char *api, *command, *hint, *mode;
+    bool pci;
+    kc_code rc = check_fields(ex, fields, sizeof(fields) / sizeof(fields[0]), "exec.", "", w, err);
+    if (!rc)
+        rc = get_str_at(ex, "exec.", "apiVersion", w, &api, err);
+    if (!rc)
+        rc = get_str_at(ex, "exec.", "command", w, &command, err);
+    if (!rc)
+        rc = get_str_at(ex, "exec.", "installHint", w, &hint, err);
+    if (!rc)
+        rc = get_str_at(ex, "exec.", "interactiveMode", w, &mode, err);
+    if (!rc)
+        rc = get_bool_at(ex, "exec.", "provideClusterInfo", w, &pci, err);
+    if (rc)
+        return rc;
+    if (!api)
+        return cfg_err(
+            err, w, "exec.apiVersion: not set (use " KC_EXEC_API_V1 " or " KC_EXEC_API_V1BETA1 ")");
+    bool v1 = strcmp(api, KC_EXEC_API_V1) == 0;
+    if (!v1 && strcmp(api, KC_EXEC_API_V1BETA1) != 0)
+        return cfg_err(err, w,
+                       "exec.apiVersion: \"%.100s\" is not supported (use " KC_EXEC_API_V1
+                       " or " KC_EXEC_API_V1BETA1 ")",
+                       api);
+    if (!command)
+        return cfg_err(err, w, "exec.command: not set");
+    kc_exec_interactive im;
+    if (!mode && v1)
+        return cfg_err(err, w,
+                       "exec.interactiveMode: required with " KC_EXEC_API_V1
+                       " (use Never or IfAvailable)");
+    if (!mode || strcmp(mode, "IfAvailable") == 0) {
+        /* v1beta1 without it means IfAvailable, as in client-go. */
+        im = KC_EXEC_INTERACTIVE_IF_AVAILABLE;
+    } else if (strcmp(mode, "Never") == 0) {
+        im = KC_EXEC_INTERACTIVE_NEVER;
+    } else if (strcmp(mode, "Always") == 0) {
+        return cfg_err(err, w,
+                       "exec.interactiveMode: Always is not supported: the operator runs without "
+                       "a terminal, so a plugin that must prompt cannot work (use Never or "
+                       "IfAvailable)");
+    } else {
+        return cfg_err(err, w,
+                       "exec.interactiveMode: \"%.60s\" is not one of Never, IfAvailable or "
+                       "Always",
+                       mode);
+    }
+    kc_exec_config *e = calloc(1, sizeof(*e));
+    if (!e)
+        return oom(err);
+    e->interactive_mode = im;
+    e->provide_cluster_info = pci;
+    e->api_version = strdup(api);
+    /* As kubectl: a relative path is relative to the kubeconfig; a bare name is looked up in
+     * PATH when the plugin runs. */
+    e->command = strchr(command, '/') ? join_path(dir, command) : strdup(command);
+    if (hint)
+        e->install_hint = strdup(hint);
+    if (!e->api_version || !e->command || (hint && !e->install_hint))
+        rc = oom(err);
+    if (!rc)
+        rc = exec_args(ex, w, e, err);
+    if (!rc)
+        rc = exec_env(ex, w, e, err);
+    if (rc) {
+        kc_exec_config_free(e);
+        return rc;
+    }
+    *out = e;
     return KC_OK;
 }
 
 static kc_code resolve_user(const kcset *set, const where *wctx, const char *ctxname,
                             const char *name, kc_config *cfg, kc_err *err)
 {
-    static const struct {
-        const char *field, *what;
-    } unsupported[] = {
-        {"exec", "exec credential plugins are"},
+    static const field_rule fields[] = {
+        {"token", NULL},
+        {"tokenFile", NULL},
+        {"client-certificate", NULL},
+        {"client-certificate-data", NULL},
+        {"client-key", NULL},
+        {"client-key-data", NULL},
+        {"exec", NULL},
+        {"extensions", NULL},
         {"auth-provider", "auth-provider plugins are"},
         {"username", "basic authentication (username/password) is"},
         {"password", "basic authentication (username/password) is"},
@@ -261,21 +577,35 @@ static kc_code resolve_user(const kcset *set, const where *wctx, const char *ctx
     };
     const json_t *u;
     const kcfile *f;
-    if (!find_named(set, "users", "user", name, &u, &f))
+    bool found;
+    kc_code rc = find_named(set, "users", "user", name, &u, &f, &found, err);
+    if (rc)
+        return rc;
+    if (!found)
         return cfg_err(err, wctx, "user \"%.100s\" not found", name);
     where w;
     snprintf(w.s, sizeof(w.s), "kubeconfig %.150s: context \"%.100s\": user \"%.100s\"", f->path,
              ctxname, name);
-    for (size_t i = 0; i < sizeof(unsupported) / sizeof(unsupported[0]); i++) {
-        const json_t *v = json_object_get(u, unsupported[i].field);
-        if (v && !json_is_null(v))
-            return cfg_err(err, &w,
-                           "%s not supported (use token, tokenFile or "
-                           "client-certificate/client-key)",
-                           unsupported[i].what);
+    rc = check_fields(u, fields, sizeof(fields) / sizeof(fields[0]), "",
+                      " (use token, tokenFile, exec or client-certificate/client-key)", &w, err);
+    if (rc)
+        return rc;
+    const json_t *ex = json_object_get(u, "exec");
+    if (ex && !json_is_null(ex)) {
+        /* client-go would use the static credential and never run the plugin: say so rather
+         * than pick one silently. The first six rules are the static credentials. */
+        for (size_t i = 0; i < 6; i++) {
+            const json_t *v = json_object_get(u, fields[i].name);
+            if (v && !json_is_null(v))
+                return cfg_err(err, &w,
+                               "exec cannot be combined with %s (kubectl would use %s and never "
+                               "run the plugin; keep one)",
+                               fields[i].name, fields[i].name);
+        }
+        return parse_exec(ex, f->dir, &w, &cfg->exec, err);
     }
     const char *token, *token_file;
-    kc_code rc = get_str(u, "token", &w, &token, err);
+    rc = get_str(u, "token", &w, &token, err);
     if (!rc)
         rc = get_str(u, "tokenFile", &w, &token_file, err);
     if (rc)
@@ -311,9 +641,27 @@ static kc_code resolve_user(const kcset *set, const where *wctx, const char *ctx
     return KC_OK;
 }
 
+/* Gives the exec plugin the cluster fields client-go sends with provideClusterInfo; takes
+ * *config_json. */
+static kc_code exec_cluster_info(kc_config *cfg, char **config_json, kc_err *err)
+{
+    kc_exec_cluster *c = &cfg->exec->cluster;
+    c->insecure_skip_tls_verify = cfg->insecure_skip_tls_verify;
+    c->disable_compression = cfg->disable_compression;
+    c->config_json = *config_json;
+    *config_json = NULL;
+    if (cfg->tls_server_name && !(c->tls_server_name = strdup(cfg->tls_server_name)))
+        return oom(err);
+    if (cfg->proxy_url && !(c->proxy_url = strdup(cfg->proxy_url)))
+        return oom(err);
+    return KC_OK;
+}
+
 /* Picks the context and builds the config from the merged set. */
 static kc_code kcset_resolve(const kcset *set, const char *context, kc_config **out, kc_err *err)
 {
+    static const field_rule fields[] = {
+        {"cluster", NULL}, {"user", NULL}, {"namespace", NULL}, {"extensions", NULL}};
     where w;
     snprintf(w.s, sizeof(w.s), "kubeconfig %.300s", set->label);
     const char *name = context && context[0] ? context : NULL;
@@ -326,11 +674,17 @@ static kc_code kcset_resolve(const kcset *set, const char *context, kc_config **
         return cfg_err(err, &w, "no context given and current-context is not set");
     const json_t *ctx;
     const kcfile *f;
-    if (!find_named(set, "contexts", "context", name, &ctx, &f))
+    bool found;
+    kc_code rc = find_named(set, "contexts", "context", name, &ctx, &f, &found, err);
+    if (rc)
+        return rc;
+    if (!found)
         return cfg_err(err, &w, "context \"%.100s\" not found", name);
     snprintf(w.s, sizeof(w.s), "kubeconfig %.150s: context \"%.100s\"", f->path, name);
     const char *cluster, *user, *ns;
-    kc_code rc = get_str(ctx, "cluster", &w, &cluster, err);
+    rc = check_fields(ctx, fields, sizeof(fields) / sizeof(fields[0]), "", "", &w, err);
+    if (!rc)
+        rc = get_str(ctx, "cluster", &w, &cluster, err);
     if (!rc)
         rc = get_str(ctx, "user", &w, &user, err);
     if (!rc)
@@ -339,6 +693,7 @@ static kc_code kcset_resolve(const kcset *set, const char *context, kc_config **
         return rc;
     if (!cluster)
         return cfg_err(err, &w, "no cluster set");
+    char *exec_ext = NULL;
     kc_config *cfg = calloc(1, sizeof(*cfg));
     if (!cfg)
         return oom(err);
@@ -347,16 +702,20 @@ static kc_code kcset_resolve(const kcset *set, const char *context, kc_config **
     cfg->source = strdup(f->path);
     if (!cfg->namespace_ || !cfg->context || !cfg->source) {
         rc = oom(err);
-        goto fail;
+        goto free_cfg;
     }
-    rc = resolve_cluster(set, &w, name, cluster, cfg, err);
+    rc = resolve_cluster(set, &w, name, cluster, cfg, &exec_ext, err);
     if (!rc && user)
         rc = resolve_user(set, &w, name, user, cfg, err);
+    if (!rc && cfg->exec)
+        rc = exec_cluster_info(cfg, &exec_ext, err);
     if (rc)
-        goto fail;
+        goto free_cfg;
+    free(exec_ext);
     *out = cfg;
     return KC_OK;
-fail:
+free_cfg:
+    free(exec_ext);
     kc_config_free(cfg);
     return rc;
 }
@@ -424,6 +783,14 @@ static kc_code kcset_add_buffer(kcset *set, const char *buf, size_t len, const c
         rc = cfg_err(err, &w, "expected a mapping at the top level, got %s", kind_of(doc));
         goto fail;
     }
+    /* preferences only ever held kubectl's display settings; extensions are ignorable. */
+    static const field_rule top[] = {
+        {"apiVersion", NULL}, {"kind", NULL},  {"preferences", NULL},     {"clusters", NULL},
+        {"contexts", NULL},   {"users", NULL}, {"current-context", NULL}, {"extensions", NULL},
+    };
+    rc = check_fields(doc, top, sizeof(top) / sizeof(top[0]), "", "", &w, err);
+    if (rc)
+        goto fail;
     static const char *const lists[] = {"clusters", "contexts", "users"};
     for (size_t i = 0; i < 3; i++) {
         rc = check_list(doc, lists[i], &w, err);
@@ -611,6 +978,10 @@ kc_config *kc_config_dup(const kc_config *cfg)
     DUP_MEM(ca_pem, ca_pem_len);
     c->insecure_skip_tls_verify = cfg->insecure_skip_tls_verify;
     DUP_STR(tls_server_name);
+    DUP_STR(proxy_url);
+    c->disable_compression = cfg->disable_compression;
+    if (cfg->exec && !(c->exec = kc_exec_config_dup(cfg->exec)))
+        ok = false;
     DUP_STR(token);
     DUP_STR(token_file);
     DUP_MEM(client_cert_pem, client_cert_pem_len);
@@ -634,6 +1005,8 @@ void kc_config_free(kc_config *cfg)
     free(cfg->server);
     free(cfg->ca_pem);
     free(cfg->tls_server_name);
+    free(cfg->proxy_url);
+    kc_exec_config_free(cfg->exec);
     if (cfg->token)
         explicit_bzero(cfg->token, strlen(cfg->token));
     free(cfg->token);

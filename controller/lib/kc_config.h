@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "kc_error.h"
+#include "kc_exec.h"
 
 typedef struct kc_config {
     char *server; /* "https://host:port" (no trailing slash) */
@@ -13,12 +14,23 @@ typedef struct kc_config {
     size_t ca_pem_len;
     bool insecure_skip_tls_verify;
     char *tls_server_name; /* optional SNI / verification name override */
+    /* The cluster's proxy-url: "http://", "https://" or "socks5://" (any case) and a host, or NULL.
+     * As in client-go, it replaces the proxy environment variables for this cluster; socks5
+     * resolves the API server's name through the proxy (libcurl calls that scheme socks5h). */
+    char *proxy_url;
+    /* The cluster's disable-compression: ask for no compressed responses. Our HTTP client never
+     * asks for any, so today it changes nothing (it is passed on to exec plugins). */
+    bool disable_compression;
     char *token;           /* static bearer token, or NULL */
     char *token_file;      /* bearer token file, re-read when it changes, or NULL */
     char *client_cert_pem; /* client certificate PEM, or NULL */
     size_t client_cert_pem_len;
     char *client_key_pem; /* client key PEM, or NULL */
     size_t client_key_pem_len;
+    /* The user's exec credential plugin, or NULL; run with kc_exec_run (kc_exec.h says when). Its
+     * cluster fields are filled from this config's cluster. Never set together with token,
+     * token_file or the client certificate. */
+    kc_exec_config *exec;
     char *namespace_; /* default namespace ("default" when unset) */
     char *context;    /* context used (NULL in-cluster) */
     char *source;     /* the file it came from, or "in-cluster" */
@@ -28,8 +40,14 @@ typedef struct kc_config {
  * (a ':'-separated list merged first-wins, as kubectl does) or else ~/.kube/config. context:
  * NULL for current-context. Relative file paths resolve against the kubeconfig's directory; the
  * -data fields are base64. Errors name the file, the context and the field. On success *out is
- * a new config the caller frees with kc_config_free (true of every loader below). exec and
- * auth-provider plugins, basic auth and impersonation are refused as not supported. */
+ * a new config the caller frees with kc_config_free (true of every loader below).
+ * Every field is read or refused by name, never ignored: auth-provider plugins, basic auth and
+ * impersonation are refused as not supported, and so is any field the loader does not know, at
+ * the top level and in the clusters, users and contexts entries it uses. Only `preferences` (of
+ * kubectl's own display) and `extensions` (ignorable by definition) are skipped; the one
+ * extension client-go reads, a cluster's "client.authentication.k8s.io/exec", goes to the exec
+ * plugin. An exec command with a '/' that is relative resolves against the kubeconfig's
+ * directory, as kubectl does; nothing is run while loading. */
 kc_code kc_config_load_kubeconfig(const char *path, const char *context, kc_config **out,
                                   kc_err *err);
 

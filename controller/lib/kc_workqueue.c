@@ -412,6 +412,11 @@ long kc_workqueue_peek_delay_ms(kc_workqueue *q, const char *key)
 
 kc_code kc_workqueue_add_rate_limited(kc_workqueue *q, const char *key)
 {
+    return kc_workqueue_add_backoff(q, key, 0);
+}
+
+kc_code kc_workqueue_add_backoff(kc_workqueue *q, const char *key, long min_delay_ms)
+{
     if (!q || !key)
         return KC_EARG;
     kc_code rc = KC_OK;
@@ -429,6 +434,8 @@ kc_code kc_workqueue_add_rate_limited(kc_workqueue *q, const char *key)
     }
     double b = bucket_ms(q, true);
     double ms = a > b ? a : b;
+    if (ms < (double)min_delay_ms)
+        ms = (double)min_delay_ms;
     uint64_t delay_ns = (uint64_t)(ms * 1e6);
     rc = delay_ns ? delay_locked(q, key, now_ns() + delay_ns, &w) : add_locked(q, key, &w);
 unlock:

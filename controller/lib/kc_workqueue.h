@@ -39,6 +39,8 @@ kc_code kc_workqueue_add(kc_workqueue *q, const char *key);
 kc_code kc_workqueue_add_after(kc_workqueue *q, const char *key, long delay_ms);
 /* add_after with the rate limiter's delay for key; counts a requeue of key. */
 kc_code kc_workqueue_add_rate_limited(kc_workqueue *q, const char *key);
+/* add_rate_limited, waiting at least min_delay_ms (a server's Retry-After). */
+kc_code kc_workqueue_add_backoff(kc_workqueue *q, const char *key, long min_delay_ms);
 /* Clears key's failure count (call when it was processed successfully). */
 void kc_workqueue_forget(kc_workqueue *q, const char *key);
 /* How many times key went through add_rate_limited since it was last forgotten. */

@@ -145,6 +145,15 @@ static int get_field(const json_t *section, const char *key, const char *path, c
     return 0;
 }
 
+/* strdup that says so in err when memory runs out (callers retry out-of-memory failures). */
+static char *dup_or_oom(const char *s, const char *path, kc_err *err)
+{
+    char *d = strdup(s);
+    if (!d)
+        kc_err_set(err, KC_ENOMEM, "%s: out of memory", path);
+    return d;
+}
+
 char *op_image(const json_t *section, const char *field_path, const char *def, kc_err *err)
 {
     const char *path = field_path ? field_path : "image";
@@ -178,7 +187,7 @@ char *op_image(const json_t *section, const char *field_path, const char *def, k
             return NULL;
         }
         if (tag) /* already complete: used as it is */
-            return strdup(img);
+            return dup_or_oom(img, path, err);
     }
     if (!repo && !img && !ver) {
         if (!def) {
@@ -186,7 +195,7 @@ char *op_image(const json_t *section, const char *field_path, const char *def, k
                        path);
             return NULL;
         }
-        return strdup(def);
+        return dup_or_oom(def, path, err);
     }
 
     /* Missing parts come from the default, e.g. a mirror that sets only repository. */

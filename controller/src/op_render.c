@@ -3,7 +3,7 @@
 #include "op_render.h"
 
 #include <dirent.h>
-#include <mbedtls/sha256.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,9 +297,9 @@ static kc_code hash_hex(const json_t *obj, char out[65], kc_err *err)
     if (!text)
         return kc_err_set(err, KC_ENOMEM, "hashing an object: out of memory");
     unsigned char md[32];
-    int ret = mbedtls_sha256_ret((const unsigned char *)text, strlen(text), md, 0);
+    int ok = EVP_Digest(text, strlen(text), md, NULL, EVP_sha256(), NULL);
     free(text);
-    if (ret != 0)
+    if (ok != 1)
         return kc_err_set(err, KC_ENOMEM, "hashing an object: sha256 failed");
     for (unsigned int i = 0; i < sizeof(md); i++)
         snprintf(out + 2 * i, 3, "%02x", md[i]);

@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kc_client.h"
 #include "testsrv.h"
+#include "tproxy.h"
 #include "testsrv_script.h"
 #include "testutil.h"
 
@@ -534,6 +536,231 @@ Test(client, status_decode_variants)
     cr_assert_eq(err.code, KC_OK);
     cr_assert_eq(kc_status_decode(409, "{\"reason\":\"AlreadyExists\"}", 26, NULL),
                  KC_EALREADYEXISTS);
+}
+
+/* Hardened API servers accept TLS 1.3 only (--tls-min-version=VersionTLS13). */
+Test(client, tls13_only_server_is_reached)
+{
+    ts_pki *pki = ts_pki_generate("tls13-ca");
+    cr_assert_not_null(pki);
+    pki->priorities = "NORMAL:-VERS-ALL:+VERS-TLS1.3";
+    static const ts_canned ok[] = {{200, NULL, "{\"v\":13}", NULL}};
+    ts_script sc;
+    ts_script_init(&sc, ok, 1);
+    ts_server *srv = ts_start(ts_script_handler, &sc, pki);
+    cr_assert_not_null(srv);
+    kc_config cfg = cfg_for(srv);
+    cfg.ca_pem = pki->ca_pem;
+    kc_client *c = client_for(&cfg, &fast);
+    kc_response resp;
+    kc_err err;
+    cr_assert_eq(get(c, "/v", &resp, &err), KC_OK, "%s", err.msg);
+    cr_assert_str_eq(resp.body, "{\"v\":13}");
+    kc_response_free(&resp);
+    kc_client_free(c);
+    ts_stop(srv);
+    /* The same server limited to TLS 1.0 is refused: the client's floor is TLS 1.2. */
+    pki->priorities = "NORMAL:-VERS-ALL:+VERS-TLS1.0";
+    srv = ts_start(ts_script_handler, &sc, pki);
+    cr_assert_not_null(srv);
+    cfg = cfg_for(srv);
+    cfg.ca_pem = pki->ca_pem;
+    c = client_for(&cfg, &fast);
+    cr_assert_eq(get(c, "/v", NULL, &err), KC_ETLS, "%s", err.msg);
+    cr_assert(strstr(err.msg, "TLS handshake"), "%s", err.msg);
+    kc_client_free(c);
+    ts_stop(srv);
+    ts_script_free(&sc);
+    ts_pki_free(pki);
+}
+
+/* proxy-url: requests go through the proxy's CONNECT tunnel, TLS verified end to end; a loopback
+ * server is never proxied through HTTPS_PROXY (as client-go); a dead proxy is named. */
+Test(client, proxy_url_tunnels_through_a_connect_proxy)
+{
+    ts_pki *pki = ts_pki_generate("proxy-ca");
+    static const ts_canned ok[] = {{200, NULL, "{}", NULL}};
+    ts_script sc;
+    ts_script_init(&sc, ok, 1);
+    ts_server *srv = ts_start(ts_script_handler, &sc, pki);
+    tproxy *px = tproxy_start();
+    cr_assert(pki && srv && px);
+    kc_config cfg = cfg_for(srv);
+    cfg.ca_pem = pki->ca_pem;
+    cfg.proxy_url = (char *)tproxy_url(px);
+    kc_client *c = client_for(&cfg, &fast);
+    kc_err err;
+    cr_assert_eq(get(c, "/p", NULL, &err), KC_OK, "%s", err.msg);
+    char last[300], want[64];
+    cr_assert_eq(tproxy_tunnels(px, last, sizeof(last)), 1);
+    snprintf(want, sizeof(want), "127.0.0.1:%d", ts_port(srv));
+    cr_assert_str_eq(last, want);
+    kc_client_free(c);
+
+    cfg.proxy_url = NULL;
+    setenv("HTTPS_PROXY", tproxy_url(px), 1);
+    c = client_for(&cfg, &fast);
+    cr_assert_eq(get(c, "/p", NULL, &err), KC_OK, "%s", err.msg);
+    cr_assert_eq(tproxy_tunnels(px, NULL, 0), 1, "a loopback server is reached directly");
+    kc_client_free(c);
+    unsetenv("HTTPS_PROXY");
+    tproxy_stop(px);
+
+    cfg.proxy_url = "http://127.0.0.1:1";
+    kc_client_opts o = fast;
+    o.max_retries = -1;
+    c = client_for(&cfg, &o);
+    cr_assert_eq(get(c, "/p", NULL, &err), KC_EIO, "%s", err.msg);
+    cr_assert(strstr(err.msg, "127.0.0.1:1"), "%s", err.msg);
+    kc_client_free(c);
+    ts_stop(srv);
+    ts_script_free(&sc);
+    ts_pki_free(pki);
+}
+
+/* ---- exec credential plugins ---- */
+
+/* Answers 200 to "Bearer <accept>", 401 to anything else. */
+typedef struct auth_state {
+    pthread_mutex_t mu;
+    char accept[64];
+    int refused;
+} auth_state;
+
+static void auth_handler(ts_server *srv, const ts_request *req, ts_conn *conn, void *ud)
+{
+    (void)srv;
+    auth_state *a = ud;
+    char want[80];
+    pthread_mutex_lock(&a->mu);
+    snprintf(want, sizeof(want), "Bearer %s", a->accept);
+    bool ok = req->authorization && !strcmp(req->authorization, want);
+    if (!ok)
+        a->refused++;
+    pthread_mutex_unlock(&a->mu);
+    if (ok)
+        ts_respond(conn, 200, "application/json", "{}", NULL);
+    else
+        ts_respond_status(conn, 401, "Unauthorized", "Unauthorized");
+}
+
+static int plugin_runs(const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/count", dir);
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    if (f) {
+        if (fscanf(f, "%d", &n) != 1)
+            n = -1;
+        fclose(f);
+    }
+    return n;
+}
+
+/* A kubeconfig for srv whose user runs dir/plugin (which prints "tok-<run number>"). */
+static kc_config *exec_config(ts_server *srv, const char *dir, const char *expiry)
+{
+    char path[512], script[1024], kc[2048];
+    snprintf(path, sizeof(path), "%s/plugin", dir);
+    snprintf(script, sizeof(script),
+             "#!/bin/sh\n"
+             "n=$(cat '%s/count' 2>/dev/null || echo 0); n=$((n + 1)); echo $n >'%s/count'\n"
+             "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":"
+             "\"ExecCredential\",\"status\":{\"token\":\"tok-%%s\"%s}}' $n\n",
+             dir, dir, expiry);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(script, f);
+    fclose(f);
+    chmod(path, 0700);
+    snprintf(kc, sizeof(kc),
+             "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+             "clusters: [{name: c, cluster: {server: \"%s\"}}]\n"
+             "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+             "users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, "
+             "command: \"%s\", interactiveMode: Never}}}]\n",
+             ts_url(srv), path);
+    kc_config *cfg = NULL;
+    kc_err err;
+    cr_assert_eq(kc_config_parse_kubeconfig(kc, strlen(kc), NULL, NULL, &cfg, &err), KC_OK, "%s",
+                 err.msg);
+    cr_assert_not_null(cfg->exec);
+    return cfg;
+}
+
+Test(client, exec_plugin_token_cached_and_renewed_after_401)
+{
+    char dir[] = "/tmp/kcexec.XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    static auth_state a = {.mu = PTHREAD_MUTEX_INITIALIZER, .accept = "tok-1"};
+    ts_server *srv = ts_start(auth_handler, &a, NULL);
+    kc_config *cfg = exec_config(srv, dir, "");
+    kc_client *c = client_for(cfg, &fast);
+    kc_err err;
+    cr_assert_eq(get(c, "/a", NULL, &err), KC_OK, "%s", err.msg);
+    cr_assert_eq(get(c, "/b", NULL, &err), KC_OK, "%s", err.msg);
+    cr_assert_eq(plugin_runs(dir), 1, "the token is cached: one run for two requests");
+    /* The server rotates: the cached token is refused once, the plugin runs again, the request
+     * goes through with the new token. */
+    pthread_mutex_lock(&a.mu);
+    snprintf(a.accept, sizeof(a.accept), "tok-2");
+    pthread_mutex_unlock(&a.mu);
+    cr_assert_eq(get(c, "/c", NULL, &err), KC_OK, "%s", err.msg);
+    cr_assert_eq(plugin_runs(dir), 2);
+    cr_assert_eq(a.refused, 1);
+    /* A server that refuses the fresh token too: the 401 reaches the caller, one re-run only. */
+    pthread_mutex_lock(&a.mu);
+    snprintf(a.accept, sizeof(a.accept), "nobody");
+    pthread_mutex_unlock(&a.mu);
+    cr_assert_eq(get(c, "/d", NULL, &err), KC_EUNAUTHORIZED, "%s", err.msg);
+    cr_assert_eq(plugin_runs(dir), 3);
+    kc_client_free(c);
+    kc_config_free(cfg);
+    ts_stop(srv);
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+Test(client, exec_plugin_runs_again_once_its_credential_expired)
+{
+    char dir[] = "/tmp/kcexec.XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    static auth_state a = {.mu = PTHREAD_MUTEX_INITIALIZER, .accept = "tok-1"};
+    ts_server *srv = ts_start(auth_handler, &a, NULL);
+    /* Already expired when it is issued: every request needs a fresh one. */
+    kc_config *cfg = exec_config(srv, dir, ",\"expirationTimestamp\":\"2001-01-01T00:00:00Z\"");
+    kc_client *c = client_for(cfg, &fast);
+    kc_err err;
+    cr_assert_eq(get(c, "/a", NULL, &err), KC_OK, "%s", err.msg);
+    pthread_mutex_lock(&a.mu);
+    snprintf(a.accept, sizeof(a.accept), "tok-2");
+    pthread_mutex_unlock(&a.mu);
+    cr_assert_eq(get(c, "/b", NULL, &err), KC_OK, "%s", err.msg);
+    cr_assert_eq(plugin_runs(dir), 2);
+    cr_assert_eq(a.refused, 0, "an expired credential is never sent");
+    kc_client_free(c);
+    kc_config_free(cfg);
+    /* A plugin that fails: the request is not sent, the error names the command. */
+    cfg = exec_config(srv, dir, "");
+    char path[600];
+    snprintf(path, sizeof(path), "%s/plugin", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("#!/bin/sh\necho 'no credentials' >&2\nexit 3\n", f);
+    fclose(f);
+    c = client_for(cfg, &fast);
+    unsigned before = ts_request_count(srv);
+    cr_assert_neq(get(c, "/c", NULL, &err), KC_OK);
+    cr_assert(strstr(err.msg, "plugin"), "%s", err.msg);
+    cr_assert_eq(ts_request_count(srv), before, "nothing sent without a credential");
+    kc_client_free(c);
+    kc_config_free(cfg);
+    ts_stop(srv);
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
 }
 
 Test(client, client_certificate_blobs)

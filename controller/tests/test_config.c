@@ -402,10 +402,13 @@ Test(config, unsupported_auth_names_the_user)
     static const struct {
         const char *user, *want;
     } cases[] = {
-        {"{exec: {command: aws}}", "exec credential plugins are not supported"},
         {"{auth-provider: {name: gcp}}", "auth-provider plugins are not supported"},
         {"{username: a, password: b}", "basic authentication (username/password) is not supported"},
+        {"{password: b}", "basic authentication (username/password) is not supported"},
         {"{as: admin}", "impersonation (as) is not supported"},
+        {"{token: t, as-uid: '1'}", "impersonation (as-uid) is not supported"},
+        {"{as-groups: [a]}", "impersonation (as-groups) is not supported"},
+        {"{as-user-extra: {k: [v]}}", "impersonation (as-user-extra) is not supported"},
     };
     char text[512];
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -418,8 +421,8 @@ Test(config, unsupported_auth_names_the_user)
         const char *msg = load_err(wfile("config", text), NULL);
         char want[512];
         snprintf(want, sizeof(want),
-                 "kubeconfig %s/config: context \"dev\": user \"eks\": %s (use token, tokenFile or "
-                 "client-certificate/client-key)",
+                 "kubeconfig %s/config: context \"dev\": user \"eks\": %s (use token, tokenFile, "
+                 "exec or client-certificate/client-key)",
                  tdir, cases[i].want);
         cr_assert_str_eq(msg, want);
     }
@@ -605,6 +608,331 @@ Test(config, dup_is_deep)
     kc_config_free(d);
     cr_assert_null(kc_config_dup(NULL));
     kc_config_free(NULL);
+}
+
+/* ---- proxy-url, disable-compression, unknown fields -------------------------------------- */
+
+/* A kubeconfig with one context "dev" whose cluster mapping is {server: https://h, <cluster>} and
+ * whose user mapping is user (NULL: no user). */
+static const char *kc_with(const char *cluster, const char *user)
+{
+    static char text[4096];
+    snprintf(text, sizeof(text),
+             "current-context: dev\n"
+             "contexts: [{name: dev, context: {cluster: c%s}}]\n"
+             "clusters: [{name: c, cluster: {server: 'https://h'%s%s}}]\n"
+             "users: [{name: u, user: %s}]\n",
+             user ? ", user: u" : "", cluster ? ", " : "", cluster ? cluster : "",
+             user ? user : "{}");
+    return wfile("config", text);
+}
+
+Test(config, proxy_url)
+{
+    static const char *const good[] = {"http://proxy:3128", "https://proxy.example/",
+                                       "socks5://127.0.0.1:1080", "SOCKS5://[::1]:1080",
+                                       "http://user:pa%40ss@proxy:3128"};
+    char cluster[256];
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        snprintf(cluster, sizeof(cluster), "proxy-url: '%s'", good[i]);
+        kc_config *cfg = load_ok(kc_with(cluster, NULL), NULL);
+        cr_assert_str_eq(cfg->proxy_url, good[i]);
+        kc_config *d = kc_config_dup(cfg);
+        cr_assert_not_null(d);
+        cr_assert_str_eq(d->proxy_url, good[i]);
+        cr_assert_neq(d->proxy_url, cfg->proxy_url);
+        kc_config_free(d);
+        kc_config_free(cfg);
+    }
+    kc_config *cfg = load_ok(kc_with(NULL, NULL), NULL);
+    cr_assert_null(cfg->proxy_url);
+    kc_config_free(cfg);
+
+    static const struct {
+        const char *url, *want;
+    } bad[] = {
+        {"ftp://proxy:21", "proxy-url: the scheme \"ftp\" is not supported (use http, https or "
+                           "socks5)"},
+        {"socks4://p:1080", "proxy-url: the scheme \"socks4\" is not supported"},
+        {"proxy:3128", "proxy-url: not a URL of the form scheme://host[:port]"},
+        {"http://", "proxy-url: no host"},
+        {"http://user:secret@/", "proxy-url: no host"},
+        {"http://pro xy:1", "proxy-url: contains a space or a control character"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(cluster, sizeof(cluster), "proxy-url: '%s'", bad[i].url);
+        const char *msg = load_err(kc_with(cluster, NULL), NULL);
+        cr_assert(strstr(msg, at("kubeconfig %s/config: context \"dev\": cluster \"c\": ")), "%s",
+                  msg);
+        cr_assert(strstr(msg, bad[i].want), "%s: %s", bad[i].url, msg);
+        /* Proxy URLs can carry a password: never quoted. */
+        cr_assert_null(strstr(msg, "secret"), "%s", msg);
+    }
+    cr_assert_str_eq(load_err(kc_with("proxy-url: 8080", NULL), NULL),
+                     at("kubeconfig %s/config: context \"dev\": cluster \"c\": proxy-url: expected "
+                        "a string, got a number"));
+}
+
+Test(config, disable_compression_and_extensions)
+{
+    kc_config *cfg = load_ok(kc_with("disable-compression: true, extensions: [{name: x, "
+                                     "extension: {a: 1}}]",
+                                     NULL),
+                             NULL);
+    cr_assert(cfg->disable_compression);
+    kc_config *d = kc_config_dup(cfg);
+    cr_assert(d->disable_compression);
+    kc_config_free(d);
+    kc_config_free(cfg);
+    cfg = load_ok(kc_with("disable-compression: false", NULL), NULL);
+    cr_assert_not(cfg->disable_compression);
+    kc_config_free(cfg);
+    cr_assert_str_eq(load_err(kc_with("disable-compression: 'yes'", NULL), NULL),
+                     at("kubeconfig %s/config: context \"dev\": cluster \"c\": "
+                        "disable-compression: expected true or false, got a string"));
+    /* extensions and preferences are skipped wherever kubeconfig allows them. */
+    const char *path = wfile("config", "apiVersion: v1\nkind: Config\npreferences: {colors: true}\n"
+                                       "extensions: [{name: e, extension: {}}]\n"
+                                       "current-context: dev\n"
+                                       "contexts: [{name: dev, context: {cluster: c, user: u, "
+                                       "extensions: [{name: e}]}}]\n"
+                                       "clusters: [{name: c, cluster: {server: 'https://h', "
+                                       "extensions: []}}]\n"
+                                       "users: [{name: u, user: {token: t, extensions: "
+                                       "[{name: e, extension: 1}]}}]\n");
+    cfg = load_ok(path, NULL);
+    cr_assert_str_eq(cfg->token, "t");
+    cr_assert_null(cfg->exec);
+    kc_config_free(cfg);
+}
+
+Test(config, unknown_fields_are_named)
+{
+    cr_assert_str_eq(load_err(kc_with("certificate-authority-dta: QUJD", NULL), NULL),
+                     at("kubeconfig %s/config: context \"dev\": cluster \"c\": unsupported field "
+                        "\"certificate-authority-dta\""));
+    cr_assert_str_eq(load_err(kc_with(NULL, "{token: t, tokenfile: f}"), NULL),
+                     at("kubeconfig %s/config: context \"dev\": user \"u\": unsupported field "
+                        "\"tokenfile\""));
+    /* A field with a null value is as if absent, as Go reads it. */
+    kc_config *cfg = load_ok(kc_with("color: null", "{token: t, bogus: ~}"), NULL);
+    kc_config_free(cfg);
+    const char *path = wfile("config", "current-context: dev\n"
+                                       "contexts: [{name: dev, context: {cluster: c, "
+                                       "namespce: x}}]\n"
+                                       "clusters: [{name: c, cluster: {server: 'https://h'}}]\n");
+    cr_assert_str_eq(load_err(path, NULL), at("kubeconfig %s/config: context \"dev\": unsupported "
+                                              "field \"namespce\""));
+    /* Next to an entry's name and mapping: named by its place in the list. */
+    path = wfile("config", "current-context: dev\n"
+                           "contexts: [{name: dev, context: {cluster: c}}]\n"
+                           "clusters: [{name: other, cluster: {server: 'https://o'}},\n"
+                           "           {name: c, server: 'https://h', cluster: {server: "
+                           "'https://h'}}]\n");
+    cr_assert_str_eq(load_err(path, NULL),
+                     at("kubeconfig %s/config: unsupported field \"clusters[1].server\""));
+    /* A user that is not a mapping is not "no credentials". */
+    path = wfile("config", "current-context: dev\n"
+                           "contexts: [{name: dev, context: {cluster: c, user: u}}]\n"
+                           "clusters: [{name: c, cluster: {server: 'https://h'}}]\n"
+                           "users: [{name: u, user: 'token'}]\n");
+    cr_assert_str_eq(load_err(path, NULL),
+                     at("kubeconfig %s/config: users[0].user: expected a mapping, got a string"));
+    path = wfile("config", "current-context: dev\n"
+                           "contexts: [{name: dev, context: {cluster: c, user: u}}]\n"
+                           "clusters: [{name: c, cluster: {server: 'https://h'}}]\n"
+                           "users: [{name: u, user: null}]\n");
+    cfg = load_ok(path, NULL);
+    cr_assert_null(cfg->token);
+    kc_config_free(cfg);
+    path = wfile("config", "current-context: dev\n"
+                           "contexts: [{name: dev, context: {cluster: c}}]\n"
+                           "clusters: [{name: c, cluster: {server: 'https://h'}}]\n"
+                           "current_context: dev\n");
+    cr_assert_str_eq(load_err(path, NULL),
+                     at("kubeconfig %s/config: unsupported field \"current_context\""));
+    /* Entries the context does not use are not checked (kubectl does not read them either). */
+    path = wfile("config", "current-context: dev\n"
+                           "contexts: [{name: dev, context: {cluster: c}}]\n"
+                           "clusters: [{name: c, cluster: {server: 'https://h'}},\n"
+                           "           {name: d, cluster: {server: 'https://d', weird: 1}}]\n");
+    cfg = load_ok(path, NULL);
+    kc_config_free(cfg);
+}
+
+/* ---- exec ---------------------------------------------------------------------------------- */
+
+Test(config, exec_v1_fields)
+{
+    const char *path =
+        wfile("sub/config", "current-context: dev\n"
+                            "contexts: [{name: dev, context: {cluster: c, user: u}}]\n"
+                            "clusters:\n"
+                            "- name: c\n"
+                            "  cluster:\n"
+                            "    server: https://h:6443\n"
+                            "    tls-server-name: api.internal\n"
+                            "    proxy-url: socks5://p:1080\n"
+                            "    disable-compression: true\n"
+                            "    extensions:\n"
+                            "    - name: other\n"
+                            "      extension: {x: 1}\n"
+                            "    - name: client.authentication.k8s.io/exec\n"
+                            "      extension: {audience: sts, n: 2}\n"
+                            "users:\n"
+                            "- name: u\n"
+                            "  user:\n"
+                            "    exec:\n"
+                            "      apiVersion: client.authentication.k8s.io/v1\n"
+                            "      command: ./bin/get-token\n"
+                            "      args: [--cluster, prod, '']\n"
+                            "      env:\n"
+                            "      - {name: AWS_PROFILE, value: prod}\n"
+                            "      - {name: EMPTY}\n"
+                            "      interactiveMode: Never\n"
+                            "      provideClusterInfo: true\n"
+                            "      installHint: |\n"
+                            "        get-token is needed:\n"
+                            "        brew install get-token\n");
+    kc_config *cfg = load_ok(path, NULL);
+    const kc_exec_config *e = cfg->exec;
+    cr_assert_not_null(e);
+    cr_assert_null(cfg->token);
+    cr_assert_null(cfg->token_file);
+    cr_assert_null(cfg->client_cert_pem);
+    cr_assert_str_eq(e->api_version, "client.authentication.k8s.io/v1");
+    cr_assert_str_eq(e->command, at("%s/sub/./bin/get-token"));
+    cr_assert_eq(e->n_args, 3);
+    cr_assert_str_eq(e->args[0], "--cluster");
+    cr_assert_str_eq(e->args[1], "prod");
+    cr_assert_str_eq(e->args[2], "");
+    cr_assert_eq(e->n_env, 2);
+    cr_assert_str_eq(e->env[0].name, "AWS_PROFILE");
+    cr_assert_str_eq(e->env[0].value, "prod");
+    cr_assert_str_eq(e->env[1].name, "EMPTY");
+    cr_assert_str_eq(e->env[1].value, "");
+    cr_assert_eq(e->interactive_mode, KC_EXEC_INTERACTIVE_NEVER);
+    cr_assert(e->provide_cluster_info);
+    cr_assert_str_eq(e->install_hint, "get-token is needed:\nbrew install get-token\n");
+    cr_assert_str_eq(e->cluster.tls_server_name, "api.internal");
+    cr_assert_str_eq(e->cluster.proxy_url, "socks5://p:1080");
+    cr_assert(e->cluster.disable_compression);
+    cr_assert_not(e->cluster.insecure_skip_tls_verify);
+    cr_assert_str_eq(e->cluster.config_json, "{\"audience\":\"sts\",\"n\":2}");
+    cr_assert_eq(e->timeout_ms, 0);
+
+    kc_config *d = kc_config_dup(cfg);
+    cr_assert_not_null(d);
+    kc_config_free(cfg);
+    e = d->exec;
+    cr_assert_str_eq(e->command, at("%s/sub/./bin/get-token"));
+    cr_assert_str_eq(e->args[1], "prod");
+    cr_assert_str_eq(e->env[0].value, "prod");
+    cr_assert_str_eq(e->install_hint, "get-token is needed:\nbrew install get-token\n");
+    cr_assert_str_eq(e->cluster.config_json, "{\"audience\":\"sts\",\"n\":2}");
+    cr_assert(e->provide_cluster_info);
+    kc_config_free(d);
+}
+
+Test(config, exec_v1beta1_defaults)
+{
+    kc_config *cfg = load_ok(kc_with("insecure-skip-tls-verify: true",
+                                     "{exec: {apiVersion: client.authentication.k8s.io/v1beta1, "
+                                     "command: aws, args: null, env: null}}"),
+                             NULL);
+    const kc_exec_config *e = cfg->exec;
+    cr_assert_str_eq(e->api_version, "client.authentication.k8s.io/v1beta1");
+    /* A bare name stays bare: PATH is searched when it runs. */
+    cr_assert_str_eq(e->command, "aws");
+    cr_assert_eq(e->n_args, 0);
+    cr_assert_eq(e->n_env, 0);
+    cr_assert_eq(e->interactive_mode, KC_EXEC_INTERACTIVE_IF_AVAILABLE);
+    cr_assert_not(e->provide_cluster_info);
+    cr_assert_null(e->install_hint);
+    cr_assert(e->cluster.insecure_skip_tls_verify);
+    cr_assert_null(e->cluster.config_json);
+    kc_config *d = kc_config_dup(cfg);
+    cr_assert_str_eq(d->exec->command, "aws");
+    kc_config_free(d);
+    kc_config_free(cfg);
+    cfg = load_ok(kc_with(NULL, "{exec: {apiVersion: client.authentication.k8s.io/v1beta1, "
+                                "command: /opt/bin/p, interactiveMode: IfAvailable}}"),
+                  NULL);
+    cr_assert_str_eq(cfg->exec->command, "/opt/bin/p");
+    cr_assert_eq(cfg->exec->interactive_mode, KC_EXEC_INTERACTIVE_IF_AVAILABLE);
+    kc_config_free(cfg);
+}
+
+Test(config, exec_refusals)
+{
+    static const struct {
+        const char *exec, *want;
+    } cases[] = {
+        {"{command: aws, interactiveMode: Never}",
+         "exec.apiVersion: not set (use client.authentication.k8s.io/v1 or "
+         "client.authentication.k8s.io/v1beta1)"},
+        {"{apiVersion: client.authentication.k8s.io/v1alpha1, command: aws}",
+         "exec.apiVersion: \"client.authentication.k8s.io/v1alpha1\" is not supported (use "
+         "client.authentication.k8s.io/v1 or client.authentication.k8s.io/v1beta1)"},
+        {"{apiVersion: client.authentication.k8s.io/v1, command: aws}",
+         "exec.interactiveMode: required with client.authentication.k8s.io/v1 (use Never or "
+         "IfAvailable)"},
+        {"{apiVersion: client.authentication.k8s.io/v1, command: aws, interactiveMode: Always}",
+         "exec.interactiveMode: Always is not supported: the operator runs without a terminal, so "
+         "a plugin that must prompt cannot work (use Never or IfAvailable)"},
+        {"{apiVersion: client.authentication.k8s.io/v1beta1, command: aws, interactiveMode: "
+         "Always}",
+         "exec.interactiveMode: Always is not supported"},
+        {"{apiVersion: client.authentication.k8s.io/v1beta1, command: aws, interactiveMode: "
+         "never}",
+         "exec.interactiveMode: \"never\" is not one of Never, IfAvailable or Always"},
+        {"{apiVersion: client.authentication.k8s.io/v1beta1}", "exec.command: not set"},
+        {"{apiVersion: client.authentication.k8s.io/v1beta1, command: aws, args: [a, 1]}",
+         "exec.args[1]: expected a string, got a number"},
+        {"{apiVersion: client.authentication.k8s.io/v1beta1, command: aws, args: a}",
+         "exec.args: expected a list, got a string"},
+        {"{apiVersion: client.authentication.k8s.io/v1beta1, command: aws, env: [{value: v}]}",
+         "exec.env[0].name: not set"},
+        {"{apiVersion: client.authentication.k8s.io/v1beta1, command: aws, env: [{name: 'A=B'}]}",
+         "exec.env[0].name: \"A=B\" contains '='"},
+        {"{apiVersion: client.authentication.k8s.io/v1beta1, command: aws, env: [{name: A, "
+         "value: 1}]}",
+         "exec.env[0].value: expected a string, got a number"},
+        {"{apiVersion: client.authentication.k8s.io/v1beta1, command: aws, env: [{name: A, "
+         "vaule: x}]}",
+         "unsupported field \"exec.env[0].vaule\""},
+        {"{apiVersion: client.authentication.k8s.io/v1beta1, command: aws, env: [x]}",
+         "exec.env[0]: expected a mapping, got a string"},
+        {"{apiVersion: client.authentication.k8s.io/v1beta1, command: aws, provideClusterInfo: "
+         "'true'}",
+         "exec.provideClusterInfo: expected true or false, got a string"},
+        {"{apiVersion: client.authentication.k8s.io/v1beta1, command: aws, config: {}}",
+         "unsupported field \"exec.config\""},
+        {"aws", "exec: expected a mapping, got a string"},
+    };
+    char user[512];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(user, sizeof(user), "{exec: %s}", cases[i].exec);
+        const char *msg = load_err(kc_with(NULL, user), NULL);
+        cr_assert(strstr(msg, at("kubeconfig %s/config: context \"dev\": user \"u\": ")), "%s",
+                  msg);
+        cr_assert(strstr(msg, cases[i].want), "%s: %s", cases[i].exec, msg);
+    }
+    /* A static credential next to exec: kubectl would silently never run the plugin. */
+    cr_assert_str_eq(
+        load_err(kc_with(NULL, "{token: t, exec: {apiVersion: "
+                               "client.authentication.k8s.io/v1beta1, command: aws}}"),
+                 NULL),
+        at("kubeconfig %s/config: context \"dev\": user \"u\": exec cannot be combined with token "
+           "(kubectl would use token and never run the plugin; keep one)"));
+    cr_assert(strstr(load_err(kc_with(NULL, "{client-key-data: QUJD, exec: {apiVersion: "
+                                            "client.authentication.k8s.io/v1beta1, command: aws}}"),
+                              NULL),
+                     "exec cannot be combined with client-key-data"));
+    /* exec: null is no exec. */
+    kc_config *cfg = load_ok(kc_with(NULL, "{token: t, exec: null}"), NULL);
+    cr_assert_null(cfg->exec);
+    kc_config_free(cfg);
 }
 
 /* ---- in-cluster --------------------------------------------------------------------------- */

@@ -1,10 +1,17 @@
-/* Tests for kc_httpd: address parsing, /metrics, /healthz, /readyz, 404/405, bind errors. */
+/* Tests for kc_httpd: address parsing, /metrics, /healthz, /readyz, 404/405, bind errors,
+ * keep-alive, concurrent scrapes, dual stack and stopping. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "kc_httpd.h"
 #include "kc_metrics.h"
@@ -15,6 +22,7 @@ typedef struct reply {
     size_t len;
     char ctype[128];
     char allow[64];
+    curl_off_t content_length; /* the Content-Length header's value, -1 when there was none */
 } reply;
 
 static size_t on_body(char *data, size_t size, size_t n, void *ud)
@@ -47,31 +55,44 @@ static size_t on_header(char *data, size_t size, size_t n, void *ud)
     return len;
 }
 
+/* Requests url on c (which keeps its connection for the next request) into *r. Asserts nothing,
+ * so that other threads may call it. */
+static CURLcode perform(CURL *c, const char *url, reply *r)
+{
+    *r = (reply){.body = calloc(1, 1), .content_length = -1};
+    if (!r->body)
+        return CURLE_OUT_OF_MEMORY;
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+    CURLcode cc = curl_easy_perform(c);
+    if (cc == CURLE_OK) {
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+        curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &r->content_length);
+    }
+    return cc;
+}
+
 /* Requests host:port/path with the given method; the reply's body is "" when none came. */
 static reply request(const char *method, const char *host, int port, const char *path)
 {
-    reply r = {0};
-    r.body = calloc(1, 1);
+    reply r;
     char url[256];
     snprintf(url, sizeof(url), "http://%s:%d%s", host, port, path);
     CURL *c = curl_easy_init();
     cr_assert_not_null(c);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
     if (strcmp(method, "HEAD") == 0)
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
     else if (strcmp(method, "POST") == 0)
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, "x=1");
     else if (strcmp(method, "GET") != 0)
         curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    CURLcode cc = curl_easy_perform(c);
+    CURLcode cc = perform(c, url, &r);
     cr_assert_eq(cc, CURLE_OK, "%s %s: %s", method, url, curl_easy_strerror(cc));
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
     curl_easy_cleanup(c);
     return r;
 }
@@ -166,6 +187,11 @@ Test(httpd, head_has_no_body)
     cr_assert_eq(r.status, 200);
     cr_assert_str_eq(r.body, "");
     cr_assert_str_eq(r.ctype, "text/plain; version=0.0.4; charset=utf-8");
+    /* The headers a GET would get, Content-Length included. */
+    reply g = get(srv, "/metrics");
+    cr_assert_gt(g.content_length, 0);
+    cr_assert_eq(r.content_length, g.content_length);
+    reply_free(&g);
     reply_free(&r);
 }
 
@@ -305,4 +331,203 @@ Test(httpd, parse_addr)
     cr_assert_eq(kc_httpd_parse_addr("abcd:1", tiny, sizeof(tiny), &port, &e), KC_EARG);
     cr_assert(strstr(e.msg, "too long") != NULL, "%s", e.msg);
     cr_assert_eq(kc_httpd_parse_addr(NULL, host, sizeof(host), &port, &e), KC_EARG);
+}
+
+Test(httpd, keeps_connections_alive)
+{
+    /* Scrapers and probes reuse their connection: one connection serves every request, HEAD and
+     * a 404 included. */
+    CURL *c = curl_easy_init();
+    cr_assert_not_null(c);
+    const char *paths[] = {"/metrics", "/healthz", "/nothing", "/readyz", "/metrics"};
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        char url[128];
+        snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", kc_httpd_port(srv), paths[i]);
+        curl_easy_setopt(c, CURLOPT_NOBODY, i == 4 ? 1L : 0L);
+        reply r;
+        CURLcode cc = perform(c, url, &r);
+        cr_assert_eq(cc, CURLE_OK, "%s: %s", url, curl_easy_strerror(cc));
+        cr_assert_neq(r.status, 0);
+        long connects = -1;
+        curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &connects);
+        cr_assert_eq(connects, i == 0 ? 1 : 0, "request %zu to %s opened %ld connections", i,
+                     paths[i], connects);
+        reply_free(&r);
+    }
+    curl_easy_cleanup(c);
+}
+
+#define SCRAPERS     8
+#define SCRAPES_EACH 25
+#define EXPECTED_METRICS                                                                           \
+    "# HELP reconciles_total Reconciles.\n# TYPE reconciles_total counter\n"                       \
+    "reconciles_total{result=\"ok\"} 7\n"
+
+typedef struct scraper {
+    pthread_t thread;
+    int port;
+    bool fresh_connections; /* a new connection for every scrape, or one kept alive */
+    int ok;                 /* scrapes answered 200 with the expected text */
+} scraper;
+
+static void *scrape(void *arg)
+{
+    scraper *s = arg;
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/metrics", s->port);
+    CURL *c = curl_easy_init();
+    if (!c)
+        return NULL;
+    if (s->fresh_connections)
+        curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
+    for (int i = 0; i < SCRAPES_EACH; i++) {
+        reply r;
+        if (perform(c, url, &r) == CURLE_OK && r.status == 200 &&
+            strcmp(r.body, EXPECTED_METRICS) == 0)
+            s->ok++;
+        reply_free(&r);
+    }
+    curl_easy_cleanup(c);
+    return NULL;
+}
+
+Test(httpd, concurrent_scrapes)
+{
+    /* Scrapers at once, half on kept-alive connections, half connecting anew each time: the one
+     * server thread answers every request in full. */
+    scraper s[SCRAPERS];
+    for (int i = 0; i < SCRAPERS; i++) {
+        s[i] = (scraper){.port = kc_httpd_port(srv), .fresh_connections = i % 2};
+        cr_assert_eq(pthread_create(&s[i].thread, NULL, scrape, &s[i]), 0);
+    }
+    for (int i = 0; i < SCRAPERS; i++) {
+        pthread_join(s[i].thread, NULL);
+        cr_assert_eq(s[i].ok, SCRAPES_EACH, "scraper %d: %d of %d scrapes answered", i, s[i].ok,
+                     SCRAPES_EACH);
+    }
+}
+
+/* Whether this host has IPv6 on its loopback interface. */
+static bool have_ipv6(void)
+{
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    if (fd < 0)
+        return false;
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    bool ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    close(fd);
+    return ok;
+}
+
+Test(httpd, every_address_and_ipv6_hosts)
+{
+    kc_httpd *h;
+    kc_err e = {0};
+    kc_httpd_opts o = {.addr = ":0"};
+    cr_assert_eq(kc_httpd_start(&o, &h, &e), KC_OK, "%s", e.msg);
+    reply r = request("GET", "127.0.0.1", kc_httpd_port(h), "/healthz");
+    cr_assert_eq(r.status, 200);
+    reply_free(&r);
+    if (have_ipv6()) {
+        /* ":port" is one dual-stack socket: IPv6 clients reach it as well. */
+        r = request("GET", "[::1]", kc_httpd_port(h), "/healthz");
+        cr_assert_eq(r.status, 200);
+        reply_free(&r);
+    }
+    /* Every address includes the one a specific host names: that port is taken. */
+    char addr[32];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", kc_httpd_port(h));
+    kc_httpd *again = NULL;
+    o.addr = addr;
+    cr_assert_eq(kc_httpd_start(&o, &again, &e), KC_EIO);
+    cr_assert_null(again);
+    cr_assert(strstr(e.msg, addr) != NULL && strstr(e.msg, "in use") != NULL, "%s", e.msg);
+    kc_httpd_stop(h);
+
+    if (!have_ipv6())
+        return;
+    o.addr = "[::1]:0";
+    cr_assert_eq(kc_httpd_start(&o, &h, &e), KC_OK, "%s", e.msg);
+    r = request("GET", "[::1]", kc_httpd_port(h), "/healthz");
+    cr_assert_eq(r.status, 200);
+    reply_free(&r);
+    kc_httpd_stop(h);
+}
+
+static atomic_int slow_entered;
+
+/* A liveness check that takes its time, and says when it started. */
+static bool slow_check(void *ud, char *reason, size_t size)
+{
+    atomic_store(&slow_entered, 1);
+    nanosleep(&(struct timespec){.tv_nsec = 300 * 1000000L}, NULL);
+    return true;
+}
+
+typedef struct probe {
+    pthread_t thread;
+    int port;
+    CURLcode cc;
+    reply r;
+} probe;
+
+static void *run_probe(void *arg)
+{
+    probe *p = arg;
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/healthz", p->port);
+    CURL *c = curl_easy_init();
+    if (!c) {
+        p->cc = CURLE_FAILED_INIT;
+        return NULL;
+    }
+    p->cc = perform(c, url, &p->r);
+    curl_easy_cleanup(c);
+    return NULL;
+}
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+Test(httpd, stop_lets_a_request_in_flight_finish)
+{
+    kc_httpd *h;
+    kc_err e = {0};
+    kc_httpd_opts o = {.addr = "127.0.0.1:0", .live = slow_check};
+    cr_assert_eq(kc_httpd_start(&o, &h, &e), KC_OK, "%s", e.msg);
+    atomic_store(&slow_entered, 0);
+    probe p = {.port = kc_httpd_port(h)};
+    cr_assert_eq(pthread_create(&p.thread, NULL, run_probe, &p), 0);
+    while (!atomic_load(&slow_entered))
+        nanosleep(&(struct timespec){.tv_nsec = 1000000L}, NULL);
+    kc_httpd_stop(h);
+    pthread_join(p.thread, NULL);
+    cr_assert_eq(p.cc, CURLE_OK, "%s", curl_easy_strerror(p.cc));
+    cr_assert_eq(p.r.status, 200);
+    cr_assert_str_eq(p.r.body, "ok");
+    reply_free(&p.r);
+}
+
+Test(httpd, stop_does_not_wait_for_idle_connections)
+{
+    /* A connection kept alive after its response holds no request: stopping closes it at once
+     * rather than waiting for the client. */
+    CURL *c = curl_easy_init();
+    cr_assert_not_null(c);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/healthz", kc_httpd_port(srv));
+    reply r;
+    cr_assert_eq(perform(c, url, &r), CURLE_OK);
+    cr_assert_eq(r.status, 200);
+    reply_free(&r);
+    long long t0 = now_ms();
+    kc_httpd_stop(srv);
+    srv = NULL;
+    long long took = now_ms() - t0;
+    cr_assert_lt(took, 1000, "stop took %lld ms", took);
+    curl_easy_cleanup(c);
 }

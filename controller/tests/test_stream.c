@@ -466,3 +466,65 @@ Test(stream, restart_from_inside_on_done)
     cr_assert_eq(second.ndone, 1);
     env_fini(&e);
 }
+
+/* A watch that goes silent (a dead peer, a stuck proxy) ends with a timeout once nothing arrived
+ * for stream_idle_timeout_s; the informer then starts it again. */
+Test(stream, a_silent_stream_times_out)
+{
+    env e;
+    kc_client_opts o = {.qps = -1, .stream_idle_timeout_s = 1};
+    env_init(&e, NULL, &o);
+    static const char *const one[] = {"{\"type\":\"ADDED\"}\n"};
+    e.f.chunks = one;
+    e.f.nchunks = 1;
+    e.f.stop_server = true; /* the feeder writes once and returns; the stream stays open */
+    pthread_t t;
+    pthread_create(&t, NULL, feeder, &e.f);
+    sink k = {.f = &e.f};
+    double t0 = now_s();
+    start(&e, &k, "/watch");
+    run_until(&e, &k.done, 15);
+    pthread_join(t, NULL);
+    cr_assert(k.done, "the silent stream never ended");
+    cr_assert_eq(k.code, KC_ETIMEDOUT, "got %s: %s", kc_code_name(k.code), k.err.msg);
+    cr_assert_str_eq(k.data, "{\"type\":\"ADDED\"}\n");
+    double took = now_s() - t0;
+    /* libcurl averages the speed over its last 5 s, so the data at the start counts that long. */
+    cr_assert(took >= 0.9 && took < 12, "ended after %.2f s", took);
+    env_fini(&e);
+}
+
+/* The client's stop token ends a live stream (KC_ECANCELED) and refuses new ones. */
+Test(stream, cancel_ends_live_streams_and_refuses_new_ones)
+{
+    env e;
+    env_init(&e, NULL, NULL);
+    static const char *const one[] = {"{\"type\":\"ADDED\"}\n"};
+    e.f.chunks = one;
+    e.f.nchunks = 1;
+    e.f.stop_server = true;
+    pthread_t t;
+    pthread_create(&t, NULL, feeder, &e.f);
+    sink k = {.f = &e.f};
+    start(&e, &k, "/watch");
+    bool got = false;
+    double t0 = now_s();
+    while (!got && now_s() - t0 < 5) {
+        uv_run(&e.loop, UV_RUN_ONCE);
+        got = k.len > 0;
+    }
+    pthread_join(t, NULL);
+    cr_assert(got);
+    kc_client_cancel(e.c);
+    t0 = now_s();
+    run_until(&e, &k.done, 5);
+    cr_assert(k.done);
+    cr_assert_eq(k.code, KC_ECANCELED, "got %s: %s", kc_code_name(k.code), k.err.msg);
+    cr_assert_lt(now_s() - t0, 2.0);
+    kc_request req = {.method = "GET", .path = "/watch"};
+    kc_err err;
+    kc_stream *s2 = NULL;
+    cr_assert_eq(kc_stream_start(e.c, &req, on_data, on_done, &k, &s2, &err), KC_ECANCELED);
+    cr_assert_null(s2);
+    env_fini(&e);
+}

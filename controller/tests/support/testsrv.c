@@ -514,11 +514,12 @@ ts_server *ts_start(ts_handler handler, void *ud, const ts_pki *pki)
     if (pki)
         flags |= MHD_USE_TLS;
     if (pki)
-        srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_access, srv, MHD_OPTION_SOCK_ADDR,
-                                       (struct sockaddr *)&addr, MHD_OPTION_URI_LOG_CALLBACK,
-                                       on_uri, srv, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-                                       MHD_OPTION_HTTPS_MEM_CERT, pki->cert_pem,
-                                       MHD_OPTION_HTTPS_MEM_KEY, pki->key_pem, MHD_OPTION_END);
+        srv->daemon = MHD_start_daemon(
+            flags, 0, NULL, NULL, on_access, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+            MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+            srv, MHD_OPTION_HTTPS_MEM_CERT, pki->cert_pem, MHD_OPTION_HTTPS_MEM_KEY, pki->key_pem,
+            MHD_OPTION_HTTPS_PRIORITIES, pki->priorities ? pki->priorities : "NORMAL",
+            MHD_OPTION_END);
     else
         srv->daemon =
             MHD_start_daemon(flags, 0, NULL, NULL, on_access, srv, MHD_OPTION_SOCK_ADDR,

@@ -26,9 +26,11 @@ typedef void (*ts_handler)(ts_server *srv, const ts_request *req, ts_conn *conn,
 
 /* TLS material generated in-process with OpenSSL: a CA and a serving certificate it signed. */
 typedef struct ts_pki {
-    char *ca_pem;   /* CA certificate */
-    char *cert_pem; /* server certificate, SAN IP:127.0.0.1 and DNS:localhost */
-    char *key_pem;  /* server private key */
+    char *ca_pem;           /* CA certificate */
+    char *cert_pem;         /* server certificate, SAN IP:127.0.0.1 and DNS:localhost */
+    char *key_pem;          /* server private key */
+    const char *priorities; /* the server's GnuTLS priority string (e.g. TLS 1.3 only); NULL for
+                             * the library's default; not owned */
 } ts_pki;
 ts_pki *ts_pki_generate(const char *ca_cn);
 void ts_pki_free(ts_pki *pki);
