@@ -8,6 +8,28 @@ OPERATOR_NS=gpu-operator
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
+# operator_writes AGENT_SUBSTRING [all]: the writes (create, update, patch, delete) the clients
+# whose user agent contains AGENT_SUBSTRING sent, from kubesim's per-client counters; Lease and
+# Event writes only with "all".
+operator_writes() {
+    local token url
+    token=$(cat "$E2E_DIR/admin.token")
+    url=$(grep -o 'server: .*' "$KUBECONFIG_E2E" | head -1 | sed -e 's/server: //' -e 's/"//g')
+    curl -sf --cacert "$E2E_DIR/ca.crt" -H "Authorization: Bearer $token" "$url/kubesim/requests" |
+        python3 -c '
+import json, sys
+want, every = sys.argv[1], sys.argv[2] == "all"
+n = 0
+for c in json.load(sys.stdin).get("clients", {}).values():
+    if want in c.get("agent", ""):
+        for what, count in c.get("requests", {}).items():
+            verb, res = what.split(" ", 1)
+            if verb in ("create", "update", "patch", "delete") and (
+                    every or not res.startswith(("leases", "events"))):
+                n += count
+print(n)' "$1" "${2:-}"
+}
+
 # operator_start [args...]: starts the operator (metrics on $METRICS_PORT); stops it on exit.
 operator_start() {
     METRICS_PORT=$(free_port)

@@ -326,8 +326,16 @@ int main(int argc, char **argv)
     pthread_create(&sig, NULL, signal_thread, &set);
     pthread_detach(sig);
     if (leader_elect) {
+        /* Its own user agent, the identity in it: a partition of this replica's Lease traffic
+         * alone can be simulated (e2e/chaos.d/leader_partition.sh). */
+        char lagent[300];
+        snprintf(lagent, sizeof(lagent), "gpu-operator@%s/leader", id);
         kc_client_opts lo = {
-            .timeout_ms = 4000, .max_retries = 1, .user_agent = "gpu-operator/leader"};
+            /* No retries inside the client: the elector retries every retry period, and the
+             * release at exit is one attempt that cannot hold the exit up. */
+            .timeout_ms = 4000,
+            .max_retries = -1,
+            .user_agent = lagent};
         kc_leader_config lc = {.namespace_ = leader_ns ? leader_ns : ns,
                                .name = "53822513.nvidia.com",
                                .identity = id,

@@ -106,50 +106,69 @@ static json_t *live_of(op_controller *c, op_kind *k, const json_t *obj)
 
 /* Creates or updates one rendered object; returns 1 when it wrote, 0 when nothing changed, -1 on
  * error (err set). */
+/* Whether every field of want has the same value in have (arrays element by element, same
+ * length): the live object still holds what we applied, whatever the server defaulted around
+ * it. A null in want stands for "absent". */
+static bool holds(const json_t *want, const json_t *have)
+{
+    if (json_is_null(want))
+        return !have || json_is_null(have);
+    if (!have || json_typeof(want) != json_typeof(have))
+        return json_is_number(want) && json_is_number(have) && json_equal(want, have);
+    if (json_is_object(want)) {
+        const char *key;
+        const json_t *v;
+        json_object_foreach((json_t *)want, key, v)
+        {
+            if (!holds(v, json_object_get(have, key)))
+                return false;
+        }
+        return true;
+    }
+    if (json_is_array(want)) {
+        if (json_array_size(want) != json_array_size(have))
+            return false;
+        for (size_t i = 0; i < json_array_size(want); i++)
+            if (!holds(json_array_get(want, i), json_array_get(have, i)))
+                return false;
+        return true;
+    }
+    return json_equal(want, have);
+}
+
+/* Applies obj with server-side apply (field manager gpu-operator, forced: the fields we set are
+ * ours) when it is absent, its spec hash changed, or someone changed a field we set (an edit is
+ * put back). Returns 1 when it wrote, 0 when nothing was due, -1 on failure (err). */
 static int apply_one(op_controller *c, op_kind *k, json_t *obj, kc_err *err)
 {
     const char *ns = k->res.namespaced ? c->ns : NULL;
+    const char *name = str_at(obj, "metadata", "name");
     json_t *live = live_of(c, k, obj);
-    int wrote = 0;
-    kc_code rc = KC_OK;
-    if (!live && k->inf &&
-        kc_informer_has(k->inf, k->res.namespaced ? c->ns : NULL,
-                        str_at(obj, "metadata", "name"))) {
-        /* Cached but could not be read: creating it would only be refused, and an update due
-         * would be missed. */
-        kc_err_set(err, KC_ENOMEM, "out of memory reading %s %s from the cache", k->kind,
-                   str_at(obj, "metadata", "name"));
+    if (!live && k->inf && kc_informer_has(k->inf, ns, name)) {
+        /* Cached but could not be read: applying blind would revert nothing and hide drift. */
+        kc_err_set(err, KC_ENOMEM, "out of memory reading %s %s from the cache", k->kind, name);
         return -1;
     }
+    const char *why = NULL;
     if (!live) {
-        rc = kc_create(c->api, &k->res, ns, obj, NULL, err);
-        if (rc == KC_EALREADYEXISTS) /* the cache is behind: the watch will bring it */
-            rc = KC_OK;
-        wrote = 1;
+        why = "absent";
     } else {
         const char *lh = obj_hash(live), *rh = obj_hash(obj);
-        if (!lh || !rh || strcmp(lh, rh) != 0) {
-            json_t *upd = json_deep_copy(obj);
-            json_t *m = json_object_get(upd, "metadata");
-            json_object_set(m, "resourceVersion",
-                            json_object_get(json_object_get(live, "metadata"), "resourceVersion"));
-            if (!strcmp(k->kind, "Service")) {
-                /* clusterIP is immutable: keep what the server allocated. */
-                json_t *ls = json_object_get(live, "spec"), *us = json_object_get(upd, "spec");
-                if (json_object_get(ls, "clusterIP"))
-                    json_object_set(us, "clusterIP", json_object_get(ls, "clusterIP"));
-                if (json_object_get(ls, "clusterIPs"))
-                    json_object_set(us, "clusterIPs", json_object_get(ls, "clusterIPs"));
-            }
-            rc = kc_update(c->api, &k->res, ns, upd, NULL, err);
-            json_decref(upd);
-            wrote = 1;
-            if (rc == KC_OK)
-                kc_info("updated", "kind=%s name=%s", k->kind, str_at(obj, "metadata", "name"));
-        }
+        if (!lh || !rh || strcmp(lh, rh) != 0)
+            why = "changed";
+        else if (!holds(obj, live))
+            why = "edited outside the operator";
     }
+    if (!why) {
+        json_decref(live);
+        return 0;
+    }
+    kc_patch_opts po = {.field_manager = OP_FIELD_MANAGER, .force = true};
+    kc_code rc = kc_patch(c->api, &k->res, ns, name, KC_PATCH_APPLY, obj, &po, NULL, err);
+    if (rc == KC_OK)
+        kc_info(live ? "updated" : "created", "kind=%s name=%s why=\"%s\"", k->kind, name, why);
     json_decref(live);
-    return rc == KC_OK ? wrote : -1;
+    return rc == KC_OK ? 1 : -1;
 }
 
 /* Deletes every object we own that is not in `keep` (set of "Kind/name"); with keep NULL,
@@ -289,7 +308,7 @@ static bool queue_node_key(const char *name, const json_t *n, void *ud)
     (void)n;
     char key[300];
     snprintf(key, sizeof(key), OP_NODE_PREFIX "%s", name);
-    kc_workqueue_add(((op_controller *)ud)->q, key);
+    op_enqueue(ud, key, 0);
     return true;
 }
 
@@ -352,7 +371,7 @@ long op_reconcile_policy(op_controller *c)
     const json_t *active = op_policy_active(all);
     if (!active) {
         set_active(c, NULL);
-        kc_workqueue_add(c->q, OP_KEY_STATUS);
+        op_enqueue(c, OP_KEY_STATUS, 0);
         goto out;
     }
     const char *name = str_at(active, "metadata", "name");
@@ -375,7 +394,8 @@ long op_reconcile_policy(op_controller *c)
         }
         if (set_finalizer(c, active, false, &err) != KC_OK && err.code != KC_ENOTFOUND) {
             kc_warn("cannot remove the finalizer", "name=%s err=\"%s\"", name, err.msg);
-            again = 1000;
+            op_requeue_failed(c, OP_KEY_POLICY, err.retry_after_s);
+            again = OP_REQUEUED;
         } else {
             kc_info("ClusterPolicy cleaned up; finalizer removed", "name=%s", name);
         }
@@ -384,7 +404,8 @@ long op_reconcile_policy(op_controller *c)
     if (!has_finalizer(active)) {
         if (set_finalizer(c, active, true, &err) != KC_OK) {
             kc_warn("cannot add the finalizer", "name=%s err=\"%s\"", name, err.msg);
-            again = 1000;
+            op_requeue_failed(c, OP_KEY_POLICY, err.retry_after_s);
+            again = OP_REQUEUED;
         }
         goto out; /* the update event brings us back */
     }
@@ -465,6 +486,7 @@ long op_reconcile_policy(op_controller *c)
     } else {
         size_t wrote = 0;
         bool failed = false;
+        int retry_after_s = 0; /* the longest Retry-After of a failed write */
         size_t j;
         json_t *o;
         json_array_foreach(rendered, j, o)
@@ -475,6 +497,8 @@ long op_reconcile_policy(op_controller *c)
             int w = apply_one(c, k, o, &err);
             if (w < 0) {
                 failed = true;
+                if (err.retry_after_s > retry_after_s)
+                    retry_after_s = err.retry_after_s;
                 kc_warn("apply failed", "kind=%s name=%s err=\"%s\"", k->kind,
                         str_at(o, "metadata", "name"), err.msg);
             } else {
@@ -484,8 +508,10 @@ long op_reconcile_policy(op_controller *c)
         delete_stale(c, keep, &failed);
         if (wrote)
             kc_debug("policy applied", "writes=%zu", wrote);
-        if (failed)
-            again = 2000;
+        if (failed) {
+            op_requeue_failed(c, OP_KEY_POLICY, retry_after_s);
+            again = OP_REQUEUED;
+        }
         if (spec_changed)
             fan_out_nodes(c);
     }
@@ -493,7 +519,7 @@ rendered_out:
     json_decref(rendered);
     json_decref(keep);
     json_decref(ds_by_state);
-    kc_workqueue_add_after(c->q, OP_KEY_STATUS, 100);
+    op_enqueue(c, OP_KEY_STATUS, 100);
 out:
     json_decref(all);
     return again;

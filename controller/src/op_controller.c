@@ -150,7 +150,7 @@ static void index_pod(op_controller *c, const json_t *pod, bool add)
     char nk[300];
     snprintf(nk, sizeof(nk), OP_NODE_PREFIX "%s", node);
     mark_event(c, nk);
-    kc_workqueue_add(c->q, nk);
+    op_enqueue(c, nk, 0);
 }
 
 json_t *op_node_pods(op_controller *c, const char *node)
@@ -177,6 +177,37 @@ json_t *op_node_pods(op_controller *c, const char *node)
     return out;
 }
 
+/* ---- the work queue ---- */
+
+static void enqueue_failed(op_controller *c, const char *key, kc_code rc)
+{
+    if (rc == KC_OK || rc == KC_ECANCELED) /* cancelled: the queue is shutting down */
+        return;
+    kc_error("cannot queue a key; everything is queued again at the next resync", "key=%s code=%s",
+             key, kc_code_name(rc));
+    atomic_store(&c->lost_keys, true);
+}
+
+void op_enqueue(op_controller *c, const char *key, long delay_ms)
+{
+    kc_code rc =
+        delay_ms > 0 ? kc_workqueue_add_after(c->q, key, delay_ms) : kc_workqueue_add(c->q, key);
+    enqueue_failed(c, key, rc);
+}
+
+void op_requeue_failed(op_controller *c, const char *key, int retry_after_s)
+{
+    /* The queue's own per-key base (5 ms) suits reconciles waiting on caches; a failed write
+     * backs off from OP_WRITE_BACKOFF_MS instead, doubling per failure of the key. */
+    int n = kc_workqueue_num_requeues(c->q, key);
+    long floor_ms = n >= 8 ? OP_WRITE_BACKOFF_MAX_MS : OP_WRITE_BACKOFF_MS << n;
+    if (floor_ms > OP_WRITE_BACKOFF_MAX_MS)
+        floor_ms = OP_WRITE_BACKOFF_MAX_MS;
+    if (retry_after_s * 1000L > floor_ms)
+        floor_ms = retry_after_s * 1000L;
+    enqueue_failed(c, key, kc_workqueue_add_backoff(c->q, key, floor_ms));
+}
+
 /* ---- watch handlers (loop thread): they only queue keys ---- */
 
 static void queue_node(op_controller *c, const json_t *node)
@@ -187,7 +218,7 @@ static void queue_node(op_controller *c, const json_t *node)
         return;
     snprintf(key, sizeof(key), OP_NODE_PREFIX "%s", name);
     mark_event(c, key);
-    kc_workqueue_add(c->q, key);
+    op_enqueue(c, key, 0);
 }
 
 static bool queue_node_cb(const char *key, const json_t *node, void *ud)
@@ -201,7 +232,7 @@ static void on_policy(kc_informer *i, const json_t *o, void *ud)
 {
     (void)i;
     (void)o;
-    kc_workqueue_add(((op_controller *)ud)->q, OP_KEY_POLICY);
+    op_enqueue(ud, OP_KEY_POLICY, 0);
 }
 /* Whether key is one of the NULL-terminated list. */
 static bool listed(const char *key, const char *const *list)
@@ -282,7 +313,7 @@ static void on_policy_upd(kc_informer *i, const json_t *a, const json_t *b, void
         bool is_active = name && active && !strcmp(name, active);
         pthread_mutex_unlock(&c->mu);
         if (is_active) {
-            kc_workqueue_add_after(c->q, OP_KEY_STATUS, 100);
+            op_enqueue(c, OP_KEY_STATUS, 100);
             return;
         }
     }
@@ -293,9 +324,9 @@ static void node_added(kc_informer *i, const json_t *o, void *ud)
     (void)i;
     op_controller *c = ud;
     queue_node(c, o);
-    kc_workqueue_add_after(c->q, OP_KEY_STATUS, 200);
+    op_enqueue(c, OP_KEY_STATUS, 200);
     /* The driver image follows the GPU nodes' OS. */
-    kc_workqueue_add_after(c->q, OP_KEY_POLICY, 200);
+    op_enqueue(c, OP_KEY_POLICY, 200);
 }
 /* The node handlers also count the GPU nodes, which the status compares with the nodes
  * reconciled (counting them from the cache would decode every node). */
@@ -396,22 +427,43 @@ static void on_owned(kc_informer *i, const json_t *o, void *ud)
     (void)i;
     (void)o;
     op_controller *c = ud;
-    kc_workqueue_add(c->q, OP_KEY_POLICY);
-    kc_workqueue_add_after(c->q, OP_KEY_STATUS, 200);
+    op_enqueue(c, OP_KEY_POLICY, 0);
+    op_enqueue(c, OP_KEY_STATUS, 200);
 }
+/* Whether anything but the status and the server's bookkeeping (resourceVersion, generation,
+ * managedFields) differs between two versions of an object: an edit the policy reconciler may
+ * have to put back. */
+static bool edited(const json_t *a, const json_t *b)
+{
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)b, key, v)
+    {
+        if (!strcmp(key, "status") || !strcmp(key, "metadata"))
+            continue;
+        if (!json_equal(v, json_object_get(a, key)))
+            return true;
+    }
+    json_object_foreach((json_t *)a, key, v) if (!json_object_get(b, key)) return true;
+    static const char *const meta[] = {"labels", "annotations", "ownerReferences", NULL};
+    const json_t *ma = json_object_get(a, "metadata"), *mb = json_object_get(b, "metadata");
+    for (const char *const *m = meta; *m; m++) {
+        const json_t *x = json_object_get(ma, *m), *y = json_object_get(mb, *m);
+        if ((x || y) && (!x || !y || !json_equal(x, y)))
+            return true;
+    }
+    return false;
+}
+
 static void on_owned_upd(kc_informer *i, const json_t *a, const json_t *b, void *ud)
 {
     (void)i;
     op_controller *c = ud;
-    /* Only a change of what we rendered (hash or spec) needs a re-apply; status changes only
-     * matter to the status. */
-    const json_t *ann_a = json_object_get(json_object_get(a, "metadata"), "annotations");
-    const json_t *ann_b = json_object_get(json_object_get(b, "metadata"), "annotations");
-    const char *x = json_string_value(json_object_get(ann_a, OP_HASH_ANNOTATION));
-    const char *y = json_string_value(json_object_get(ann_b, OP_HASH_ANNOTATION));
-    if (!x || !y || strcmp(x, y) != 0)
-        kc_workqueue_add(c->q, OP_KEY_POLICY);
-    kc_workqueue_add_after(c->q, OP_KEY_STATUS, 200);
+    /* A change of what we rendered (our hash) or an edit by someone else needs a re-apply;
+     * status changes only matter to the status. */
+    if (edited(a, b))
+        op_enqueue(c, OP_KEY_POLICY, 0);
+    op_enqueue(c, OP_KEY_STATUS, 200);
     /* A new driver template generation starts the node-by-node driver upgrade. */
     const char *name = json_string_value(json_object_get(json_object_get(b, "metadata"), "name"));
     json_int_t ga =
@@ -620,9 +672,9 @@ static void *worker(void *arg)
         }
         kc_workqueue_done(c->q, key);
         if (again >= 0)
-            kc_workqueue_add_after(c->q, key, again);
-        else
-            kc_workqueue_forget(c->q, key);
+            op_enqueue(c, key, again);
+        else if (again != OP_REQUEUED && strncmp(key, OP_NODE_PREFIX, strlen(OP_NODE_PREFIX)) != 0)
+            kc_workqueue_forget(c->q, key); /* a node's backoff ends when its writes succeed */
         free(key);
     }
     return NULL;
@@ -652,7 +704,7 @@ static void on_tick(uv_timer_t *t)
             c->n_workers = i;
             break;
         }
-    kc_workqueue_add(c->q, OP_KEY_POLICY);
+    op_enqueue(c, OP_KEY_POLICY, 0);
     malloc_trim(0); /* the list pages are parsed and gone */
     kc_info("caches synced; reconciling", "workers=%d nodes=%zu", c->n_workers,
             kc_informer_count(c->nodes));
@@ -664,6 +716,12 @@ static void on_tick(uv_timer_t *t)
 static void on_trim(uv_timer_t *t)
 {
     op_controller *c = t->data;
+    if (c->workers_started && atomic_exchange(&c->lost_keys, false)) {
+        kc_warn("resync after a lost queue key", "%s", "");
+        op_enqueue(c, OP_KEY_POLICY, 0);
+        op_enqueue(c, OP_KEY_STATUS, 0);
+        kc_informer_foreach(c->nodes, queue_node_cb, c);
+    }
     op_expect_sweep(c, 0);
     malloc_trim(0);
     if (c->m_dict)
@@ -687,8 +745,15 @@ static void on_stop(uv_async_t *a)
 
 void op_controller_stop(op_controller *c)
 {
+    if (!c)
+        return;
+    /* The stop token first: from here on nothing is written (a leader that lost its Lease must
+     * not write once another may hold it), and workers waiting on a retry or a slow answer
+     * return at once. */
+    kc_client_cancel(c->api);
+    kc_client_cancel(c->watch);
     /* Before run (a standby replica told to stop) there is no loop to wake. */
-    if (c && atomic_load(&c->running))
+    if (atomic_load(&c->running))
         uv_async_send(&c->stop_async);
 }
 
@@ -760,8 +825,13 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
              opts->identity ? opts->identity : "");
     double qps = opts->qps > 0 ? opts->qps : 500;
     kc_client_opts co = {.qps = qps, .burst = (int)(2 * qps), .user_agent = agent};
+    /* Watches ask for bookmarks (one about every minute from a real API server and kubesim): a
+     * watch silent for much longer than that is dead (a half-open connection, a stuck proxy)
+     * and is started again by its informer. */
+    kc_client_opts wo = co;
+    wo.stream_idle_timeout_s = OP_WATCH_IDLE_TIMEOUT_S;
     if ((rc = kc_client_new(opts->config, &co, &c->api, err)) != KC_OK ||
-        (rc = kc_client_new(opts->config, &co, &c->watch, err)) != KC_OK ||
+        (rc = kc_client_new(opts->config, &wo, &c->watch, err)) != KC_OK ||
         (rc = kc_pipe_new(c->api, OP_PIPE_LANES, OP_PIPE_DEPTH, &c->pipe, err)) != KC_OK)
         goto fail;
     kc_workqueue_opts qo = {.qps = -1, .base_delay_ms = 5, .max_delay_ms = 60000};

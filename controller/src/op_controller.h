@@ -37,7 +37,8 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
 /* Runs until op_controller_stop is called (from any thread or a signal handler's thread).
  * Returns KC_OK after a clean stop. */
 kc_code op_controller_run(op_controller *c, kc_err *err);
-/* Asks the running loop to stop. Thread-safe. */
+/* Stops for good: cancels every API request (nothing is written afterwards, waits and requests in
+ * flight end at once) and asks the running loop to stop. Thread-safe. */
 void op_controller_stop(op_controller *c);
 /* True once every cache has synced (for /readyz). */
 bool op_controller_synced(op_controller *c);

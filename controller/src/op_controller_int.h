@@ -16,8 +16,17 @@
 #include "op_controller.h"
 #include "op_gate.h"
 
-#define OP_KEY_POLICY  "policy"
-#define OP_KEY_STATUS  "status"
+#define OP_KEY_POLICY "policy"
+#define OP_KEY_STATUS "status"
+/* A failed write requeues its key after this, doubling per failure up to the max. */
+#define OP_WRITE_BACKOFF_MS     250L
+#define OP_WRITE_BACKOFF_MAX_MS 30000L
+/* The field manager of the operator's server-side applies. */
+#define OP_FIELD_MANAGER "gpu-operator"
+/* A watch that delivered nothing (not even a bookmark) for this long is started again. */
+#define OP_WATCH_IDLE_TIMEOUT_S 150
+/* What a reconciler returns when it requeued its key itself (op_requeue_failed). */
+#define OP_REQUEUED    (-2L)
 #define OP_NODE_PREFIX "node/"
 
 /* A kind the operator renders and therefore watches (label-selected on OP_MANAGED_LABEL). */
@@ -55,6 +64,7 @@ struct op_controller {
     int n_workers;
     bool workers_started;
     atomic_bool synced;
+    atomic_bool lost_keys; /* a key could not be queued: the next resync queues everything */
     atomic_bool running;   /* the loop and its stop handle exist */
     atomic_long gpu_nodes; /* GPU nodes in the node cache (kept by the node handlers) */
     kc_event_recorder *events;
@@ -93,6 +103,14 @@ bool op_node_label_cached(const char *key);
 bool op_node_annotation_cached(const char *key);
 /* The pod cache's transform (consumes obj): what the operator keeps of a Pod. */
 json_t *op_pod_transform(json_t *obj, const kc_resource *res, void *ud);
+
+/* ---- op_controller.c: the work queue ---- */
+/* Queues key after delay_ms (<= 0: now). A key the queue cannot take (out of memory) is logged
+ * and everything is queued again by the next resync (every 10 s); a stopping queue drops it. */
+void op_enqueue(op_controller *c, const char *key, long delay_ms);
+/* Queues key again after a failure: per-key exponential backoff (reset by a reconcile that
+ * needs no requeue), and not before the server's Retry-After. */
+void op_requeue_failed(op_controller *c, const char *key, int retry_after_s);
 
 /* ---- op_apply.c: the policy reconciler ---- */
 /* Renders every state from the active policy, applies what changed, deletes what is no longer

@@ -115,7 +115,11 @@ static void write_done(const kc_pipe_result *r, void *ud)
         drop_expectation(c, b->node);
         char key[300];
         snprintf(key, sizeof(key), OP_NODE_PREFIX "%s", b->node);
-        kc_workqueue_add_after(c->q, key, w->what == W_CREATE ? 2000 : 1000);
+        op_requeue_failed(c, key, r->err ? r->err->retry_after_s : 0);
+    } else if (r->code == KC_OK) {
+        char key[300];
+        snprintf(key, sizeof(key), OP_NODE_PREFIX "%s", b->node);
+        kc_workqueue_forget(c->q, key);
     }
     free(w);
     batch_release(b);
@@ -646,7 +650,7 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t
         return 1000; /* cached but could not be read: out of memory */
     if (!node) {
         drop_result(c, name);
-        kc_workqueue_add_after(c->q, OP_KEY_STATUS, 200);
+        op_enqueue(c, OP_KEY_STATUS, 200);
         return -1;
     }
     json_t *policy = op_active_policy(c);
@@ -752,7 +756,7 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t
     node_events(c, node, policy, &prev, &out);
     if (prev.phase != out.phase || prev.stage != out.stage ||
         strcmp(op_node_result_reason(&prev), out.reason))
-        kc_workqueue_add_after(c->q, OP_KEY_STATUS, 100);
+        op_enqueue(c, OP_KEY_STATUS, 100);
     free(prev.reason);
 done:
     batch_release(batch);

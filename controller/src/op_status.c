@@ -344,7 +344,8 @@ long op_reconcile_status(op_controller *c)
             again = 100;
         } else if (rc != KC_OK) {
             kc_warn("cannot write the ClusterPolicy status", "err=\"%s\"", err.msg);
-            again = 1000;
+            op_requeue_failed(c, OP_KEY_STATUS, err.retry_after_s);
+            again = OP_REQUEUED;
         } else if (!old_state || strcmp(old_state, ready ? "ready" : "notReady")) {
             kc_info(ready ? "ClusterPolicy ready" : "ClusterPolicy not ready", "reason=%s", reason);
             kc_event_record(c->events, live, ready ? "Normal" : "Warning", ready ? "Ready" : reason,

@@ -543,13 +543,26 @@ typedef enum step {
 
 static const char *const node_names[] = {"gpu-0", "gpu-1", "cpu"};
 
+/* A reconciler that requeued its key itself after a failure (backoff) asked to be run again too:
+ * the delay is the queue's. */
+static long requeued(env *e, long again, const char *key)
+{
+    if (again != OP_REQUEUED)
+        return again;
+    long ms = kc_workqueue_delayed_ms(e->c->q, key);
+    if (ms < 0 && atomic_load(&e->c->lost_keys))
+        return 10000; /* the queue could not take it: the next resync queues everything */
+    cr_assert_geq(ms, 0, "%s returned OP_REQUEUED but is not waiting in the queue", key);
+    return ms;
+}
+
 /* One reconcile (or the user's delete); returns the requeue delay (the least of the nodes'). */
 static long run_step(env *e, step s)
 {
     long again = -1;
     switch (s) {
     case STEP_POLICY:
-        again = op_reconcile_policy(e->c);
+        again = requeued(e, op_reconcile_policy(e->c), OP_KEY_POLICY);
         break;
     case STEP_NODES:
         for (size_t i = 0; i < sizeof(node_names) / sizeof(node_names[0]); i++) {
@@ -569,7 +582,7 @@ static long run_step(env *e, step s)
         }
         break;
     case STEP_STATUS:
-        again = op_reconcile_status(e->c);
+        again = requeued(e, op_reconcile_status(e->c), OP_KEY_STATUS);
         break;
     case STEP_DELETE: {
         kc_err err;

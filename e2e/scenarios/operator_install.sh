@@ -79,6 +79,16 @@ assert_contains "reconcile durations" 'gpu_operator_reconcile_duration_seconds_c
 assert_contains "transition delays" "gpu_operator_transition_delay_seconds_count" "$m"
 assert_contains "client rate-limit waits" "gpu_operator_api_throttled_seconds_total" "$m"
 
+step "connections to the API server"
+api_port=$(grep -o 'server: .*' "$KUBECONFIG_E2E" | head -1 | sed -E 's|.*:([0-9]+)/?"?$|\1|')
+conns=$(ss -Htnp state established "( dport = :$api_port )" | grep -c "pid=$OPERATOR_PID," || true)
+echo "the operator holds $conns connection(s) to the API server ($E2E_CLUSTER)"
+if [ "$E2E_CLUSTER" = real ]; then
+    # A real API server speaks HTTP/2: every watch is multiplexed on one connection, every read
+    # and write (the request pipe, the blocking requests, Events) on one more.
+    [ "$conns" -ge 1 ] && [ "$conns" -le 2 ] || fail "expected 1 or 2 connections over HTTP/2, got $conns"
+fi
+
 # How many ClusterPolicy reconciles (render, apply, prune) the operator has run.
 policy_reconciles() {
     curl -sf "http://127.0.0.1:$METRICS_PORT/metrics" |
@@ -113,4 +123,16 @@ until_eq "a metadata edit is reconciled" "yes" 30 reconciled_since "$n0"
 sleep 2
 after=$(k get ds -n gpu-operator -o jsonpath='{range .items[*]}{.metadata.resourceVersion}{" "}{end}')
 assert_eq "DaemonSets untouched" "$before" "$after"
+
+step "an edit of a field the operator applies is put back (server-side apply, forced)"
+ds_image() { k get ds -n gpu-operator nvidia-device-plugin-daemonset -o jsonpath='{.spec.template.spec.containers[0].image}'; }
+want=$(ds_image)
+k patch ds -n gpu-operator nvidia-device-plugin-daemonset --type strategic \
+    -p '{"spec":{"template":{"spec":{"containers":[{"name":"nvidia-device-plugin","image":"example.com/hand-edited:1"}]}}}}' >/dev/null
+until_eq "the device plugin's image is put back" "$want" 30 ds_image
+# A label someone else added (a field the operator does not set) stays.
+k label ds -n gpu-operator nvidia-device-plugin-daemonset example.com/owner=someone-else >/dev/null
+sleep 2
+assert_eq "another manager's label stays" "someone-else" \
+    "$(k get ds -n gpu-operator nvidia-device-plugin-daemonset -o jsonpath='{.metadata.labels.example\.com/owner}')"
 echo "PASS operator_install"

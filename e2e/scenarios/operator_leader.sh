@@ -10,24 +10,6 @@ cluster_up --fleet "$E2E_ROOT/testdata/fleet-nodesim.yaml" --nodesim --driver-lo
 install_crd
 k create namespace gpu-operator >/dev/null
 holder() { k get lease -n gpu-operator 53822513.nvidia.com -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
-# writes AGENT_SUBSTRING: the writes (not Lease or Event ones) a replica made, from kubesim's counters.
-writes() {
-    local token url
-    token=$(cat "$E2E_DIR/admin.token")
-    url=$(grep -o 'server: .*' "$KUBECONFIG_E2E" | head -1 | sed -e 's/server: //' -e 's/"//g')
-    curl -sf --cacert "$E2E_DIR/ca.crt" -H "Authorization: Bearer $token" "$url/kubesim/requests" |
-        python3 -c '
-import json, sys
-want = sys.argv[1]
-n = 0
-for c in json.load(sys.stdin).get("clients", {}).values():
-    if want in c.get("agent", ""):
-        for what, count in c.get("requests", {}).items():
-            verb, res = what.split(" ", 1)
-            if verb in ("create", "update", "patch", "delete") and not res.startswith(("leases", "events")):
-                n += count
-print(n)' "$1"
-}
 
 step "two replicas: one leads"
 operator_start --leader-elect
@@ -41,8 +23,8 @@ k apply -f "$E2E_ROOT/testdata/clusterpolicy-mixed.yaml" >/dev/null
 until_eq "A is rolling out" "yes" 30 bash -c "[ \$(kubectl --kubeconfig $KUBECONFIG_E2E get ds -n gpu-operator -o name | wc -l) -gt 3 ] && echo yes"
 sleep 1
 if kubesim_only "kubesim counts requests per client"; then
-    assert_eq "B (standby) wrote nothing" "0" "$(writes "_${pid_b}")"
-    [ "$(writes "_${pid_a}")" -gt 0 ] || fail "the leader wrote nothing"
+    assert_eq "B (standby) wrote nothing" "0" "$(operator_writes "_${pid_b}")"
+    [ "$(operator_writes "_${pid_a}")" -gt 0 ] || fail "the leader wrote nothing"
 fi
 assert_eq "not ready yet (drivers load for 3 s)" "notReady" "$(cp_state)"
 
@@ -58,7 +40,7 @@ took=$((SECONDS - t0))
 echo "handover after ${took}s"
 until_eq "ready under B" "ready" 120 cp_state
 if kubesim_only "kubesim counts requests per client"; then
-    [ "$(writes "_${pid_b}")" -gt 0 ] || fail "the new leader wrote nothing"
+    [ "$(operator_writes "_${pid_b}")" -gt 0 ] || fail "the new leader wrote nothing"
 fi
 assert_eq "one DaemonSet each" "$(k get ds -n gpu-operator -o name | sort -u | wc -l)" "$(k get ds -n gpu-operator -o name | wc -l)"
 kill -TERM "$pid_b" 2>/dev/null || true
