@@ -7,6 +7,7 @@
   operator_scale.py report RESULTS.json OUTDIR [NAME [OPERATOR-ARGS]]
                                                NAME.json, NAME.md, NAME.png (NAME: latest);
                                                prints the targets with pass/miss
+  operator_scale.py compare RESULTS.json OUT.md   the before/after table of bench/run --compare-build
 
 Only the Python standard library; the plot uses gnuplot when it is installed.
 """
@@ -453,6 +454,8 @@ def cmd_analyze(argfile):
         "watch_updates_ignored": int(counter(m_ready, "gpu_operator_watch_updates_ignored_total")),
         "rss_settled_anon_kib": a.get("rss_settled_anon_kib"),
         "rss_settled_file_kib": a.get("rss_settled_file_kib"),
+        "variant": a.get("variant", ""),
+        "api_connections": a.get("api_connections"),
         "validation_failures_rollout": failed_validations(evs, a["t_cp"], a["t_ready_poll"]),
         "node_reconciles_rollout": int(counter(
             m_ready, "gpu_operator_reconcile_duration_seconds_count", 'kind="node"')),
@@ -657,11 +660,41 @@ def cmd_report(results_file, outdir, name="latest", opargs=""):
     return 0
 
 
+def cmd_compare(results_path, out_path):
+    """Before/after table of a --compare-build run: memory, connections, delays, ready."""
+    with open(results_path) as f:
+        rows = json.load(f)
+    mib = lambda k: "%.1f" % (k / 1024.0) if k is not None else "-"
+    lines = ["| GPU nodes | operator | RSS MiB | RssAnon MiB | RssFile MiB | API connections | "
+             "delay p99 ms | ready s | requests/node |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["nodes"], r.get("variant") or "-", mib(r.get("rss_settled_kib")),
+            mib(r.get("rss_settled_anon_kib")), mib(r.get("rss_settled_file_kib")),
+            r.get("api_connections", "-"), r.get("transition_delay_ms_p99", "-"),
+            r.get("ready_s", "-"), r.get("rollout_requests_per_node", "-")))
+    # Private memory per GPU node: the growth of RssAnon between the two largest sizes.
+    for v in ("before", "after"):
+        pts = sorted((r["nodes"], r.get("rss_settled_anon_kib")) for r in rows
+                     if r.get("variant") == v and r.get("rss_settled_anon_kib") is not None)
+        if len(pts) >= 2 and pts[-1][0] != pts[-2][0]:
+            per = (pts[-1][1] - pts[-2][1]) / float(pts[-1][0] - pts[-2][0])
+            lines.append("")
+            lines.append("%s: private memory per GPU node %.2f KiB (RssAnon, %d → %d nodes)" %
+                         (v, per, pts[-2][0], pts[-1][0]))
+    with open(out_path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return 0
+
+
 def main(argv):
     if len(argv) >= 4 and argv[0] == "watch":
         cmd_watch(argv[1], argv[2], argv[3])
     elif len(argv) == 2 and argv[0] == "analyze":
         cmd_analyze(argv[1])
+    elif len(argv) == 3 and argv[0] == "compare":
+        return cmd_compare(argv[1], argv[2])
     elif 3 <= len(argv) <= 5 and argv[0] == "report":
         return cmd_report(*argv[1:])
     else:
