@@ -3,7 +3,8 @@
 # its Lease client answered 503) while its other requests still go through, mid-rollout. The
 # leader must stop every write once it cannot renew (renew deadline 10 s), before its Lease
 # expires (15 s after the last renewal): kubesim's per-client counters show no write of it after
-# the expiry. The standby takes over and the rollout converges.
+# the expiry. The standby takes over, rolls out a device plugin version change made after the
+# handover, and the cluster converges.
 source "$(dirname "$0")/../lib.sh"
 source "$E2E_ROOT/lib_gpu.sh"
 source "$E2E_ROOT/lib_operator.sh"
@@ -34,8 +35,7 @@ expiry=$(python3 -c "
 import datetime, sys
 t = datetime.datetime.strptime(sys.argv[1].rstrip('Z')[:26], '%Y-%m-%dT%H:%M:%S.%f')
 print('%.3f' % (t.replace(tzinfo=datetime.timezone.utc).timestamp() + int(sys.argv[2])))" "$renewed" "$duration")
-echo "A last renewed at $renewed; its Lease expires at $expiry; meanwhile the device plugin goes to v0.17.1"
-k patch clusterpolicy cluster-policy --type merge -p '{"spec":{"devicePlugin":{"version":"v0.17.1"}}}' >/dev/null
+echo "A last renewed at $renewed; its Lease expires at $expiry"
 sleep_until "$(s_after "$expiry" 0.2)"
 at_expiry=$(operator_writes "_${pid_a}")
 chaos_fault_end
@@ -45,6 +45,8 @@ wait "$pid_a" 2>/dev/null || rc_a=$?
 echo "A exited with $rc_a; $at_expiry writes of A at the expiry"
 grep -q 'leadership lost; stopping' "$E2E_DIR/operator.log" || fail "A did not log the loss of leadership"
 until_eq "B holds the Lease" "yes" 25 bash -c "kubectl --kubeconfig $KUBECONFIG_E2E get lease -n gpu-operator 53822513.nvidia.com -o jsonpath='{.spec.holderIdentity}' 2>/dev/null | grep -q '_${pid_b}\$' && echo yes"
+echo "B leads; the device plugin goes to v0.17.1"
+k patch clusterpolicy cluster-policy --type merge -p '{"spec":{"devicePlugin":{"version":"v0.17.1"}}}' >/dev/null
 chaos_fault_describe "leader A's Lease renewals failing from mid-rollout; A out, B leads"
 chaos_expect_image nvidia-device-plugin-daemonset nvcr.io/nvidia/k8s-device-plugin:v0.17.1
 chaos_expect_res p4d-0 "nvidia.com/gpu=8"
