@@ -55,9 +55,11 @@ void kc_client_cancel(kc_client *c)
         return;
     pthread_mutex_lock(&c->mu);
     pthread_cond_broadcast(&c->wake);
-    /* Under the lock, so that the pipe cannot be freed meanwhile; this only wakes it. */
+    /* Under the lock, so that the pipe and the loop context cannot go away meanwhile; both
+     * are only woken here. */
     if (c->pipe)
         kc__pipe_wake(c->pipe);
+    kc__stream_cancel(c);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -229,6 +231,7 @@ kc_code kc_client_new(const kc_config *cfg, const kc_client_opts *opts, kc_clien
     c->server = kc__dup_opt(cfg->server, &ok);
     c->ca_pem = dup_pem(cfg->ca_pem, cfg->ca_pem_len, &c->ca_pem_len, &ok);
     c->insecure = cfg->insecure_skip_tls_verify;
+    c->no_gzip = cfg->disable_compression;
     c->tls_server_name = kc__dup_opt(cfg->tls_server_name, &ok);
     c->token = kc__dup_opt(cfg->token, &ok);
     c->token_file = kc__dup_opt(cfg->token_file, &ok);
@@ -332,6 +335,15 @@ void kc_client_get_stats(kc_client *c, kc_client_stats *out)
 {
     pthread_mutex_lock(&c->mu);
     *out = c->stats;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void kc__count_connections(kc_client *c, long new_connections)
+{
+    if (new_connections <= 0)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->stats.connections += (unsigned long)new_connections;
     pthread_mutex_unlock(&c->mu);
 }
 

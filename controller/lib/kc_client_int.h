@@ -85,6 +85,7 @@ struct kc_client {
     struct curl_slist *connect_to; /* "name:port:host:port" with tls_server_name, else NULL */
     char *host_hdr;                /* "Host: authority" when tls_server_name is set, else NULL */
     bool loopback;                 /* the server is on this machine: no proxy, as client-go does */
+    bool no_gzip;                  /* the kubeconfig's disable-compression */
 
     kc_client_opts opts; /* defaults resolved */
     char *user_agent;
@@ -138,6 +139,8 @@ long kc__limiter_reserve(kc_client *c);
 
 /* Counts one request sent, and the connections it opened. */
 void kc__count_request(kc_client *c, long new_connections);
+/* Counts connections a stream opened (its request was counted when it started). */
+void kc__count_connections(kc_client *c, long new_connections);
 /* strdup that maps NULL to NULL and reports allocation failure through *ok. */
 char *kc__dup_opt(const char *s, bool *ok);
 /* Monotonic seconds. */
@@ -179,6 +182,9 @@ kc_code kc__cancelled_error(const char *method, const char *path, kc_err *err);
 /* Runs the fault hook set by kc_client_set_fault_hook (tests): KC_OK when none is set. */
 kc_code kc__fault_check(const kc_request *req);
 
+/* Ends every stream of the attached loop with KC_ECANCELED, on the loop's thread (called under
+ * c->mu by kc_client_cancel). */
+void kc__stream_cancel(kc_client *c);
 /* Tears down the streaming state (kc_client_stream.c); used by kc_client_free. */
 void kc__stream_detach(kc_client *c);
 

@@ -20,6 +20,7 @@ struct kc_loopctx {
     int in_curl;        /* inside curl_multi_socket_action: no handle may be removed */
     kc_stream *streams; /* every live stream */
     bool dead_pending;  /* a stream was cancelled inside a curl callback */
+    uv_async_t *cancel; /* kc_client_cancel's wake-up: ends every stream on the loop */
 };
 
 struct kc_stream {
@@ -126,6 +127,33 @@ static int socket_cb(CURL *e, curl_socket_t fd, int what, void *ud, void *sockp)
     return 0;
 }
 
+static void stream_finish(kc_stream *s, kc_code code, kc_err *e);
+
+/* The client was cancelled (from any thread): every stream ends now with KC_ECANCELED, idle ones
+ * too (libcurl only calls back a transfer that has something to do). */
+static void on_cancel(uv_async_t *a)
+{
+    kc_loopctx *lc = a->data;
+    for (;;) {
+        /* From the head each time: a callback may cancel other streams (no new one can start). */
+        kc_stream *s = lc->streams;
+        while (s && s->cancelled)
+            s = s->next;
+        if (!s)
+            return;
+        kc_err e = {0};
+        kc_code code = kc__cancelled_error(s->method, s->path, &e);
+        stream_finish(s, code, &e);
+    }
+}
+
+void kc__stream_cancel(kc_client *c)
+{
+    /* Under c->mu (kc_client_cancel): the loop context cannot go away meanwhile. */
+    if (c->lc)
+        uv_async_send(c->lc->cancel);
+}
+
 kc_code kc_client_attach_loop(kc_client *c, uv_loop_t *loop, kc_err *err)
 {
     kc_err_clear(err);
@@ -134,9 +162,12 @@ kc_code kc_client_attach_loop(kc_client *c, uv_loop_t *loop, kc_err *err)
     if (c->lc)
         return kc_err_set(err, KC_EARG, "kc_client_attach_loop: the client is already attached");
     kc_loopctx *lc = calloc(1, sizeof(*lc));
-    if (!lc || !(lc->timer = malloc(sizeof(*lc->timer))) || !(lc->multi = curl_multi_init())) {
-        if (lc)
+    if (!lc || !(lc->timer = malloc(sizeof(*lc->timer))) ||
+        !(lc->cancel = malloc(sizeof(*lc->cancel))) || !(lc->multi = curl_multi_init())) {
+        if (lc) {
             free(lc->timer);
+            free(lc->cancel);
+        }
         free(lc);
         return kc_err_set(err, KC_ENOMEM, "out of memory attaching the client to a loop");
     }
@@ -144,6 +175,8 @@ kc_code kc_client_attach_loop(kc_client *c, uv_loop_t *loop, kc_err *err)
     lc->loop = loop;
     uv_timer_init(loop, lc->timer);
     lc->timer->data = lc;
+    uv_async_init(loop, lc->cancel, on_cancel);
+    lc->cancel->data = lc;
     curl_multi_setopt(lc->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
     curl_multi_setopt(lc->multi, CURLMOPT_SOCKETDATA, lc);
     curl_multi_setopt(lc->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
@@ -152,7 +185,11 @@ kc_code kc_client_attach_loop(kc_client *c, uv_loop_t *loop, kc_err *err)
     /* The API server allows 100 concurrent streams per HTTP/2 connection by default, and
      * the operator's watches plus LISTs stay well below that. */
     curl_multi_setopt(lc->multi, CURLMOPT_MAX_CONCURRENT_STREAMS, 250L);
+    pthread_mutex_lock(&c->mu);
     c->lc = lc;
+    pthread_mutex_unlock(&c->mu);
+    if (kc_client_cancelled(c))
+        uv_async_send(lc->cancel);
     return KC_OK;
 }
 
@@ -231,6 +268,9 @@ static void stream_end(kc_stream *s, CURLcode rc)
     kc_err e = {0};
     kc_code code;
     kc__xfer_finish(&s->x, rc);
+    long conns = 0;
+    curl_easy_getinfo(s->x.h, CURLINFO_NUM_CONNECTS, &conns);
+    kc__count_connections(s->lc->c, conns);
     int status = s->x.status;
     if (status == 401)
         kc__token_refused(s->lc->c, s->x.cred_gen);
@@ -381,12 +421,15 @@ void kc__stream_detach(kc_client *c)
     kc_loopctx *lc = c ? c->lc : NULL;
     if (!lc)
         return;
+    pthread_mutex_lock(&c->mu);
+    c->lc = NULL; /* kc_client_cancel no longer wakes this loop */
+    pthread_mutex_unlock(&c->mu);
     while (lc->streams)
         stream_destroy(lc->streams);
     /* Closes what connections are left; their sockets' polls close through socket_cb. */
     curl_multi_cleanup(lc->multi);
     uv_close((uv_handle_t *)lc->timer, free_handle);
-    c->lc = NULL;
+    uv_close((uv_handle_t *)lc->cancel, free_handle);
     free(lc);
 }
 

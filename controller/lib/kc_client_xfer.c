@@ -187,7 +187,8 @@ static CURLcode set_transport(CURL *h, kc_client *c, long timeout_ms)
      * transfer on one connection (PIPEWAIT: wait for it rather than open another). */
     SET(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
     SET(CURLOPT_PIPEWAIT, 1L);
-    SET(CURLOPT_ACCEPT_ENCODING, "");
+    if (!c->no_gzip)
+        SET(CURLOPT_ACCEPT_ENCODING, ""); /* every encoding libcurl decodes (gzip at least) */
     SET(CURLOPT_USERAGENT, c->user_agent);
     SET(CURLOPT_CONNECTTIMEOUT_MS, c->opts.connect_timeout_ms);
     SET(CURLOPT_TIMEOUT_MS, timeout_ms);

@@ -337,9 +337,7 @@ static kc_code resolve_cluster(const kcset *set, const where *wctx, const char *
         {"certificate-authority", NULL},
         {"certificate-authority-data", NULL},
         {"proxy-url", NULL},
-        /* Read and kept (kc_config.disable_compression), though it changes nothing while our
-         * client asks for no compression: refusing it would refuse kubeconfigs for nothing. */
-        {"disable-compression", NULL},
+        {"disable-compression", NULL}, /* kc_config.disable_compression: no Accept-Encoding */
         {"extensions", NULL},
     };
     const json_t *c;

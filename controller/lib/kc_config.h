@@ -18,8 +18,8 @@ typedef struct kc_config {
      * As in client-go, it replaces the proxy environment variables for this cluster; socks5
      * resolves the API server's name through the proxy (libcurl calls that scheme socks5h). */
     char *proxy_url;
-    /* The cluster's disable-compression: ask for no compressed responses. Our HTTP client never
-     * asks for any, so today it changes nothing (it is passed on to exec plugins). */
+    /* The cluster's disable-compression: the client then sends no Accept-Encoding (it asks for
+     * gzip otherwise); also passed on to exec plugins. */
     bool disable_compression;
     char *token;           /* static bearer token, or NULL */
     char *token_file;      /* bearer token file, re-read when it changes, or NULL */
