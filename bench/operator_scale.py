@@ -665,14 +665,15 @@ def cmd_compare(results_path, out_path):
     with open(results_path) as f:
         rows = json.load(f)
     mib = lambda k: "%.1f" % (k / 1024.0) if k is not None else "-"
-    lines = ["| GPU nodes | operator | RSS MiB | RssAnon MiB | RssFile MiB | API connections | "
-             "delay p99 ms | ready s | requests/node |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| GPU nodes | operator | RSS MiB (peak) | RssAnon MiB | RssFile MiB | API connections | "
+             "delay p99 ms | applied p99 ms | ready s | requests/node |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s (%s) | %s | %s | %s | %s | %s | %s | %s |" % (
             r["nodes"], r.get("variant") or "-", mib(r.get("rss_settled_kib")),
-            mib(r.get("rss_settled_anon_kib")), mib(r.get("rss_settled_file_kib")),
-            r.get("api_connections", "-"), r.get("transition_delay_ms_p99", "-"),
+            mib(r.get("rss_peak_kib")), mib(r.get("rss_settled_anon_kib")),
+            mib(r.get("rss_settled_file_kib")), r.get("api_connections", "-"),
+            r.get("transition_delay_ms_p99", "-"), r.get("transition_applied_ms_p99", "-"),
             r.get("ready_s", "-"), r.get("rollout_requests_per_node", "-")))
     # Private memory per GPU node: the growth of RssAnon between the two largest sizes.
     for v in ("before", "after"):

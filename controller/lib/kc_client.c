@@ -15,7 +15,11 @@
 #include <unistd.h>
 
 #include "kc_client_int.h"
+#include "kc_config_int.h"
 #include "kc_log.h"
+
+/* A CA bundle, certificate or key file larger than this is not one. */
+#define KC_TLS_FILE_MAX (4 * 1024 * 1024)
 
 #ifndef KC_VERSION
 #define KC_VERSION "0.1.0"
@@ -248,6 +252,14 @@ kc_code kc_client_new(const kc_config *cfg, const kc_client_opts *opts, kc_clien
     } else {
         c->proxy_url = kc__dup_opt(cfg->proxy_url, &ok);
     }
+    c->ca_file.path = kc__dup_opt(cfg->ca_file, &ok);
+    c->cert_file.path = kc__dup_opt(cfg->client_cert_file, &ok);
+    c->key_file.path = kc__dup_opt(cfg->client_key_file, &ok);
+    kc_tls_file *files[] = {&c->ca_file, &c->cert_file, &c->key_file};
+    for (size_t i = 0; i < 3; i++)
+        if (files[i]->path && stat(files[i]->path, &files[i]->st) != 0)
+            memset(&files[i]->st, 0, sizeof(files[i]->st)); /* read again once it is there */
+    c->tls_checked_s = kc__now_s();
     pthread_mutex_init(&c->exec_mu, NULL);
     if (cfg->exec && !(c->exec = kc_exec_config_dup(cfg->exec)))
         ok = false;
@@ -310,6 +322,9 @@ void kc_client_free(kc_client *c)
             pthread_mutex_destroy(&c->share_mu[i]);
     }
     curl_slist_free_all(c->connect_to);
+    free(c->ca_file.path);
+    free(c->cert_file.path);
+    free(c->key_file.path);
     free(c->host_hdr);
     free(c->base_url);
     free(c->proxy_url);
@@ -353,6 +368,64 @@ void kc__count_request(kc_client *c, long new_connections)
     c->stats.requests++;
     if (new_connections > 0)
         c->stats.connections += (unsigned long)new_connections;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- TLS files ---- */
+
+static bool file_changed(const kc_tls_file *f, struct stat *now)
+{
+    if (!f->path || stat(f->path, now) != 0)
+        return false; /* gone for now (e.g. mid-rotation): keep what we have */
+    return now->st_ino != f->st.st_ino || now->st_dev != f->st.st_dev ||
+           now->st_size != f->st.st_size || now->st_mtim.tv_sec != f->st.st_mtim.tv_sec ||
+           now->st_mtim.tv_nsec != f->st.st_mtim.tv_nsec;
+}
+
+/* Replaces *pem with the file's contents; false (logged) when it cannot be read. */
+static bool reload(kc_client *c, kc_tls_file *f, const struct stat *st, char **pem, size_t *len)
+{
+    char *buf = NULL, why[160];
+    size_t n = 0;
+    if (kc_config_read_file(f->path, KC_TLS_FILE_MAX, &buf, &n, NULL, why, sizeof(why)) != KC_OK) {
+        kc_warn("cannot read a changed TLS file, keeping its previous contents",
+                "file=%s error=\"%s\"", f->path, why);
+        return false;
+    }
+    if (*pem)
+        explicit_bzero(*pem, *len); /* a key is a secret */
+    free(*pem);
+    *pem = buf;
+    *len = n;
+    f->st = *st;
+    kc_info("TLS file changed; new connections use it", "file=%s source=%s", f->path, c->source);
+    return true;
+}
+
+void kc__tls_files_refresh(kc_client *c)
+{
+    if (!c->ca_file.path && !c->cert_file.path && !c->key_file.path)
+        return;
+    pthread_mutex_lock(&c->mu);
+    double now = kc__now_s();
+    if (now - c->tls_checked_s >= 1.0) {
+        c->tls_checked_s = now;
+        struct stat a, b, k;
+        if (file_changed(&c->ca_file, &a))
+            reload(c, &c->ca_file, &a, &c->ca_pem, &c->ca_pem_len);
+        /* A certificate and its key change together: both are read again when either did. */
+        bool cert = file_changed(&c->cert_file, &b), key = file_changed(&c->key_file, &k);
+        if (cert || key) {
+            if (!cert && c->cert_file.path && stat(c->cert_file.path, &b) != 0)
+                b = c->cert_file.st;
+            if (!key && c->key_file.path && stat(c->key_file.path, &k) != 0)
+                k = c->key_file.st;
+            if (c->cert_file.path)
+                reload(c, &c->cert_file, &b, &c->cert_pem, &c->cert_pem_len);
+            if (c->key_file.path)
+                reload(c, &c->key_file, &k, &c->key_pem, &c->key_pem_len);
+        }
+    }
     pthread_mutex_unlock(&c->mu);
 }
 

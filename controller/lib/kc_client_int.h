@@ -17,6 +17,12 @@
 #define KC_CLIENT_POOL_MAX 8
 
 typedef struct kc_loopctx kc_loopctx;
+
+/* A TLS file the client watches: its path and what stat said when it was last read. */
+typedef struct kc_tls_file {
+    char *path;
+    struct stat st;
+} kc_tls_file;
 typedef struct kc_body_buf kc_body_buf;
 
 /* Transport failures: what went wrong before a complete HTTP response arrived. */
@@ -102,6 +108,10 @@ struct kc_client {
     int pipe_users;
 
     pthread_mutex_t mu; /* guards everything below */
+    /* The files ca_pem, cert_pem and key_pem came from (NULL: inline), read again when they
+     * change (checked at most once a second); the PEM buffers are replaced under mu. */
+    kc_tls_file ca_file, cert_file, key_file;
+    double tls_checked_s;
     CURL *pool[KC_CLIENT_POOL_MAX];
     int npool;
     char *tok_cache; /* last token read from token_file */
@@ -173,6 +183,10 @@ kc_code kc__pipe_do(kc_pipe *p, const kc_request *req, kc_xfer *x, kc_body_buf *
                     kc_err *err);
 /* Wakes the pipe's thread (the client's cancel). */
 void kc__pipe_wake(kc_pipe *p);
+
+/* Reads the CA, client certificate and key files again when they changed on disk (at most once
+ * a second); on a read failure the previous contents stay and a warning is logged. */
+void kc__tls_files_refresh(kc_client *c);
 
 /* Sleeps ms unless the client is cancelled meanwhile; false when cancelled. */
 bool kc__sleep(kc_client *c, long ms);

@@ -17,6 +17,11 @@
 #define PIPE_SLOTS_MAX 1024
 /* Queues of their own for blocking requests (no order among them), after the lanes' ones. */
 #define PIPE_DIRECT_SLOTS 16
+/* Transfers in flight at most (each holds a libcurl handle and its buffer); the rest wait in
+ * their queues. Enough to keep every HTTP/1.1 connection busy and an HTTP/2 one well fed. */
+#define PIPE_INFLIGHT_MIN 64
+/* Receive buffer of a transfer: answers to writes are one object, a few KiB. */
+#define PIPE_BUFFER_SIZE 8192L
 
 /* A blocking request's caller, waiting for its item (kc__pipe_do). */
 typedef struct waiter {
@@ -33,9 +38,12 @@ typedef struct waiter {
 
 typedef struct item {
     struct item *next;
-    kc_xfer x;
+    kc_xfer x; /* prepared when it starts (a handle costs memory: none for queued requests) */
     kc_body_buf body;
-    char *method, *path; /* for messages */
+    char *method, *path; /* the request, copied; the path also names it in messages */
+    char *req_body, *ctype, *accept;
+    size_t req_body_len;
+    bool has_body;
     kc_pipe_done_cb cb;
     void *ud;
     unsigned slot;
@@ -73,9 +81,10 @@ struct kc_pipe {
     bool stopping;
     pthread_mutex_t idle_mu;
     pthread_cond_t idle;
-    unsigned long pending;   /* submitted, callback not returned yet (under idle_mu) */
-    item *done, *done_tail;  /* answered, callbacks not run yet (the thread's own) */
-    unsigned long completed; /* transfers finished (the thread's own) */
+    unsigned long pending;      /* submitted, callback not returned yet (under idle_mu) */
+    item *done, *done_tail;     /* answered, callbacks not run yet (the thread's own) */
+    unsigned long completed;    /* transfers finished (the thread's own) */
+    int inflight, inflight_max; /* transfers in the multi handle (the thread's own) */
 };
 
 static void item_free(item *it)
@@ -86,6 +95,9 @@ static void item_free(item *it)
     free(it->body.data);
     free(it->method);
     free(it->path);
+    free(it->req_body);
+    free(it->ctype);
+    free(it->accept);
     free(it->err);
     free(it);
 }
@@ -196,6 +208,23 @@ static void slot_push(kc_pipe *p, item *it)
     make_ready(p, s);
 }
 
+/* Prepares its transfer from the copied request (the bearer token is read now). */
+static kc_code prepare(kc_pipe *p, item *it, kc_err *err)
+{
+    kc_request req = {.method = it->method,
+                      .path = it->path,
+                      .body = it->has_body ? (it->req_body ? it->req_body : "") : NULL,
+                      .body_len = it->req_body_len,
+                      .content_type = it->ctype,
+                      .accept = it->accept};
+    kc_code code = kc__xfer_init(&it->x, p->c, NULL, &req, p->c->opts.timeout_ms, kc__body_append,
+                                 &it->body, err);
+    if (code == KC_OK &&
+        curl_easy_setopt(it->x.h, CURLOPT_BUFFERSIZE, PIPE_BUFFER_SIZE) != CURLE_OK)
+        code = kc_err_set(err, KC_ENOMEM, "%s %s: out of memory", it->method, it->path);
+    return code;
+}
+
 /* Starts the heads of the ready slots whose rate-limiter wait is over; returns how long until
  * the next one may start (ms), or -1 when none waits. */
 static long start_ready(kc_pipe *p)
@@ -203,7 +232,7 @@ static long start_ready(kc_pipe *p)
     double now = kc__now_s();
     long wait_ms = -1;
     slot *keep_head = NULL, *keep_tail = NULL;
-    while (p->ready_head) {
+    while (p->ready_head && p->inflight < p->inflight_max) {
         slot *s = p->ready_head;
         p->ready_head = s->next_ready;
         if (!p->ready_head)
@@ -235,21 +264,29 @@ static long start_ready(kc_pipe *p)
             s->ready = true;
             continue;
         }
-        it->added_s = now;
-        CURLMcode mc = curl_multi_add_handle(p->multi, it->x.h);
-        if (mc != CURLM_OK) {
-            kc_err err = {0};
-            kc_code code = kc_err_set(&err, mc == CURLM_OUT_OF_MEMORY ? KC_ENOMEM : KC_EIO,
-                                      "%s %s: cannot start the request: %s", it->method, it->path,
-                                      curl_multi_strerror(mc));
+        kc_err err = {0};
+        kc_code code = prepare(p, it, &err);
+        CURLMcode mc = code == KC_OK ? curl_multi_add_handle(p->multi, it->x.h) : CURLM_OK;
+        if (code == KC_OK && mc != CURLM_OK)
+            code = kc_err_set(&err, mc == CURLM_OUT_OF_MEMORY ? KC_ENOMEM : KC_EIO,
+                              "%s %s: cannot start the request: %s", it->method, it->path,
+                              curl_multi_strerror(mc));
+        if (code != KC_OK) {
             finish(p, slot_pop(s), code, &err);
             make_ready(p, s);
             continue;
         }
+        it->added_s = now;
+        p->inflight++;
         s->busy = true;
     }
-    p->ready_head = keep_head;
-    p->ready_tail = keep_tail;
+    /* The slots still waiting for the limiter go first, then those the cap held back. */
+    if (keep_tail) {
+        keep_tail->next_ready = p->ready_head;
+        if (!p->ready_head)
+            p->ready_tail = keep_tail;
+        p->ready_head = keep_head;
+    }
     return wait_ms;
 }
 
@@ -279,6 +316,7 @@ static void complete(kc_pipe *p, item *it, CURLcode rc)
             err.retry_after_s = it->x.retry_after_s;
     }
     s->busy = false;
+    p->inflight--;
     p->completed++;
     finish(p, slot_pop(s), code, &err);
     make_ready(p, s);
@@ -308,6 +346,7 @@ static void cancel_all(kc_pipe *p)
             if (s->busy) {
                 curl_multi_remove_handle(p->multi, it->x.h);
                 s->busy = false;
+                p->inflight--;
             }
             kc_err err = {0};
             kc_code code =
@@ -394,6 +433,7 @@ kc_code kc_pipe_new(kc_client *c, int lanes, int depth, kc_pipe **out, kc_err *e
         return kc_err_set(err, KC_ENOMEM, "out of memory creating the request pipe");
     }
     long conns = (long)lanes * PIPE_CONNS_PER_LANE;
+    p->inflight_max = conns * 2 > PIPE_INFLIGHT_MIN ? (int)conns * 2 : PIPE_INFLIGHT_MIN;
     curl_multi_setopt(p->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
     curl_multi_setopt(p->multi, CURLMOPT_MAX_HOST_CONNECTIONS, conns);
     curl_multi_setopt(p->multi, CURLMOPT_MAXCONNECTS, conns);
@@ -411,20 +451,25 @@ kc_code kc_pipe_new(kc_client *c, int lanes, int depth, kc_pipe **out, kc_err *e
     return KC_OK;
 }
 
-/* A new item for req: its transfer prepared (the token read now), its method and path kept for
- * messages. */
+/* A new item for req, the request copied (its transfer is prepared when it starts). */
 static kc_code item_new(kc_pipe *p, const kc_request *req, item **out, kc_err *err)
 {
+    (void)p;
     item *it = calloc(1, sizeof(*it));
     if (!it)
         return kc_err_set(err, KC_ENOMEM, "out of memory");
-    kc_code code = kc__xfer_init(&it->x, p->c, NULL, req, p->c->opts.timeout_ms, kc__body_append,
-                                 &it->body, err);
-    if (code == KC_OK && (!(it->method = strdup(req->method)) || !(it->path = strdup(req->path))))
-        code = kc_err_set(err, KC_ENOMEM, "out of memory");
-    if (code != KC_OK) {
+    bool ok = (it->method = strdup(req->method)) && (it->path = strdup(req->path)) &&
+              (!req->content_type || (it->ctype = strdup(req->content_type))) &&
+              (!req->accept || (it->accept = strdup(req->accept)));
+    if (ok && req->body) {
+        it->has_body = true;
+        it->req_body_len = req->body_len;
+        if (req->body_len && (ok = (it->req_body = malloc(req->body_len))))
+            memcpy(it->req_body, req->body, req->body_len);
+    }
+    if (!ok) {
         item_free(it);
-        return code;
+        return kc_err_set(err, KC_ENOMEM, "out of memory");
     }
     *out = it;
     return KC_OK;

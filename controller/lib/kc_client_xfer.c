@@ -109,34 +109,50 @@ static CURLcode set_method(CURL *h, const kc_request *req, bool with_body)
     return rc;
 }
 
-/* TLS through OpenSSL: at least TLS 1.2 (1.3 when the server offers it), the configured CA only
- * (never the system store besides it, as client-go), client certificate and key from memory. */
-static CURLcode set_tls(CURL *h, kc_client *c)
+/* The CA, client certificate and key, copied into the handle under the client's lock (a changed
+ * file replaces the buffers: kc__tls_files_refresh). */
+static CURLcode set_tls_files(CURL *h, kc_client *c)
 {
-    CURLcode rc = curl_easy_setopt(h, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
-    if (rc == CURLE_OK && c->insecure) {
+    CURLcode rc = CURLE_OK;
+    pthread_mutex_lock(&c->mu);
+    if (c->insecure) {
         rc = curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
         if (rc == CURLE_OK)
             rc = curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-    } else if (rc == CURLE_OK && c->ca_pem) {
-        struct curl_blob ca = {c->ca_pem, c->ca_pem_len, CURL_BLOB_NOCOPY};
+    } else if (c->ca_pem) {
+        struct curl_blob ca = {c->ca_pem, c->ca_pem_len, CURL_BLOB_COPY};
         rc = curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca);
         if (rc == CURLE_OK)
             rc = curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
     }
     if (rc == CURLE_OK && c->cert_pem) {
-        struct curl_blob cert = {c->cert_pem, c->cert_pem_len, CURL_BLOB_NOCOPY};
+        struct curl_blob cert = {c->cert_pem, c->cert_pem_len, CURL_BLOB_COPY};
         rc = curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
         if (rc == CURLE_OK)
             rc = curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
     }
     if (rc == CURLE_OK && c->key_pem) {
-        struct curl_blob key = {c->key_pem, c->key_pem_len, CURL_BLOB_NOCOPY};
+        struct curl_blob key = {c->key_pem, c->key_pem_len, CURL_BLOB_COPY};
         rc = curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
         if (rc == CURLE_OK)
             rc = curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
     }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* TLS through OpenSSL: at least TLS 1.2 (1.3 when the server offers it), the configured CA only
+ * (never the system store besides it, as client-go), client certificate and key from memory. */
+static CURLcode set_tls_files(CURL *h, kc_client *c);
+
+static CURLcode set_tls(CURL *h, kc_client *c)
+{
+    kc__tls_files_refresh(c);
+    CURLcode rc = curl_easy_setopt(h, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+    if (rc == CURLE_OK)
+        rc = set_tls_files(h, c);
     if (rc == CURLE_OK && c->exec) {
+
         /* An exec plugin's certificate is replaced when it expires: each handle keeps a copy. */
         pthread_mutex_lock(&c->exec_mu);
         const kc_exec_result *r = &c->exec_cred;

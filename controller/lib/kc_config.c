@@ -191,7 +191,7 @@ static kc_code read_referenced(const char *dir, const char *field, const char *v
 
 /* Gets PEM bytes from `field` (a path) or `field-data` (base64); both set is an error. */
 static kc_code get_pem(const json_t *obj, const char *dir, const char *field, const where *w,
-                       char **pem, size_t *pem_len, kc_err *err)
+                       char **pem, size_t *pem_len, char **file_out, kc_err *err)
 {
     char data_field[64];
     snprintf(data_field, sizeof(data_field), "%s-data", field);
@@ -204,7 +204,7 @@ static kc_code get_pem(const json_t *obj, const char *dir, const char *field, co
     if (file && data)
         return cfg_err(err, w, "%s and %s are both set; use one", field, data_field);
     if (file)
-        return read_referenced(dir, field, file, w, pem, pem_len, NULL, err);
+        return read_referenced(dir, field, file, w, pem, pem_len, file_out, err);
     if (!data)
         return KC_OK;
     unsigned char *bin = NULL;
@@ -383,7 +383,8 @@ static kc_code resolve_cluster(const kcset *set, const where *wctx, const char *
     size_t n = strlen(cfg->server);
     while (n > 0 && cfg->server[n - 1] == '/')
         cfg->server[--n] = '\0';
-    rc = get_pem(c, f->dir, "certificate-authority", &w, &cfg->ca_pem, &cfg->ca_pem_len, err);
+    rc = get_pem(c, f->dir, "certificate-authority", &w, &cfg->ca_pem, &cfg->ca_pem_len,
+                 &cfg->ca_file, err);
     if (rc)
         return rc;
     if (cfg->ca_pem && cfg->insecure_skip_tls_verify)
@@ -626,10 +627,10 @@ static kc_code resolve_user(const kcset *set, const where *wctx, const char *ctx
             return cfg_err(err, &w, "tokenFile: %s is empty", cfg->token_file);
     }
     rc = get_pem(u, f->dir, "client-certificate", &w, &cfg->client_cert_pem,
-                 &cfg->client_cert_pem_len, err);
+                 &cfg->client_cert_pem_len, &cfg->client_cert_file, err);
     if (!rc)
         rc = get_pem(u, f->dir, "client-key", &w, &cfg->client_key_pem, &cfg->client_key_pem_len,
-                     err);
+                     &cfg->client_key_file, err);
     if (rc)
         return rc;
     if (!cfg->client_cert_pem != !cfg->client_key_pem)
@@ -984,6 +985,9 @@ kc_config *kc_config_dup(const kc_config *cfg)
     DUP_STR(token_file);
     DUP_MEM(client_cert_pem, client_cert_pem_len);
     DUP_MEM(client_key_pem, client_key_pem_len);
+    DUP_STR(ca_file);
+    DUP_STR(client_cert_file);
+    DUP_STR(client_key_file);
     DUP_STR(namespace_);
     DUP_STR(context);
     DUP_STR(source);
@@ -1014,6 +1018,9 @@ void kc_config_free(kc_config *cfg)
     if (cfg->client_key_pem)
         explicit_bzero(cfg->client_key_pem, cfg->client_key_pem_len);
     free(cfg->client_key_pem);
+    free(cfg->ca_file);
+    free(cfg->client_cert_file);
+    free(cfg->client_key_file);
     free(cfg->namespace_);
     free(cfg->context);
     free(cfg->source);

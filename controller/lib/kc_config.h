@@ -27,6 +27,12 @@ typedef struct kc_config {
     size_t client_cert_pem_len;
     char *client_key_pem; /* client key PEM, or NULL */
     size_t client_key_pem_len;
+    /* The files ca_pem, client_cert_pem and client_key_pem were read from (absolute paths), or
+     * NULL for inline -data fields: the client reads them again when they change on disk
+     * (rotated certificates, a renewed service-account CA). */
+    char *ca_file;
+    char *client_cert_file;
+    char *client_key_file;
     /* The user's exec credential plugin, or NULL; run with kc_exec_run (kc_exec.h says when). Its
      * cluster fields are filled from this config's cluster. Never set together with token,
      * token_file or the client certificate. */

@@ -196,7 +196,7 @@ kc_code kc_config_load_incluster(const char *root, kc_config **out, kc_err *err)
                         cfg->token_file);
         goto fail;
     }
-    rc = read_sa_file(root, "ca.crt", false, &cfg->ca_pem, &cfg->ca_pem_len, NULL, err);
+    rc = read_sa_file(root, "ca.crt", false, &cfg->ca_pem, &cfg->ca_pem_len, &cfg->ca_file, err);
     if (rc)
         goto fail;
     rc = read_sa_file(root, "namespace", true, &ns, &ns_len, NULL, err);

@@ -763,6 +763,56 @@ Test(client, exec_plugin_runs_again_once_its_credential_expired)
     cr_assert_eq(system(cmd), 0);
 }
 
+/* A CA file named by the kubeconfig is read again when it changes (a rotated CA): a wrong CA
+ * fails verification, the right one written over it is used by the next requests. */
+Test(client, ca_file_read_again_when_it_changes)
+{
+    ts_pki *pki = ts_pki_generate("rotated-ca");
+    ts_pki *other = ts_pki_generate("old-ca");
+    static const ts_canned ok[] = {{200, NULL, "{}", NULL}};
+    ts_script sc;
+    ts_script_init(&sc, ok, 1);
+    ts_server *srv = ts_start(ts_script_handler, &sc, pki);
+    cr_assert(pki && other && srv);
+    char dir[] = "/tmp/kcca.XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char ca[512], kc[2048];
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    FILE *f = fopen(ca, "w");
+    cr_assert_not_null(f);
+    fputs(other->ca_pem, f);
+    fclose(f);
+    snprintf(kc, sizeof(kc),
+             "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+             "clusters: [{name: c, cluster: {server: \"%s\", certificate-authority: \"%s\"}}]\n"
+             "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+             "users: [{name: u, user: {token: t}}]\n",
+             ts_url(srv), ca);
+    kc_config *cfg = NULL;
+    kc_err err;
+    cr_assert_eq(kc_config_parse_kubeconfig(kc, strlen(kc), NULL, NULL, &cfg, &err), KC_OK, "%s",
+                 err.msg);
+    cr_assert_str_eq(cfg->ca_file, ca);
+    kc_client_opts o = fast;
+    o.max_retries = -1;
+    kc_client *c = client_for(cfg, &o);
+    cr_assert_eq(get(c, "/a", NULL, &err), KC_ETLS, "%s", err.msg);
+    f = fopen(ca, "w");
+    cr_assert_not_null(f);
+    fputs(pki->ca_pem, f);
+    fclose(f);
+    usleep(1100000); /* files are looked at once a second at most */
+    cr_assert_eq(get(c, "/b", NULL, &err), KC_OK, "%s", err.msg);
+    kc_client_free(c);
+    kc_config_free(cfg);
+    unlink(ca);
+    rmdir(dir);
+    ts_stop(srv);
+    ts_script_free(&sc);
+    ts_pki_free(pki);
+    ts_pki_free(other);
+}
+
 Test(client, client_certificate_blobs)
 {
     ts_pki *pki = ts_pki_generate("cert-ca");
