@@ -1,6 +1,7 @@
 /* ks_rest_patch: PATCH for kubesim's API server (JSON merge, JSON patch, strategic merge and
  * server-side apply, applied inside the store's read-modify-write so the resourceVersion stays
  * consistent) and the autoscaling/v1 /scale subresource. */
+#include "ks_auth.h"
 #include "ks_server_int.h"
 
 #include "kc_patch.h"
@@ -200,6 +201,11 @@ static enum MHD_Result apply_create(ks_req *r, const json_t *cfg)
 {
     const ks_route *rt = &r->route;
     kc_err err;
+    /* An apply that creates is authorized as a create too (the request itself as a patch). */
+    char reason[1024];
+    if (!ks_auth_allowed(r->sim, &r->user, "create", rt->t->group, rt->t->resource, rt->sub, rt->ns,
+                         NULL, reason, sizeof(reason)))
+        return ks_reply_forbidden(r, reason);
     json_t *obj = json_deep_copy(cfg), *out = NULL;
     if (!obj)
         return ks_reply_status(r, 500, "InternalError", "out of memory", NULL);

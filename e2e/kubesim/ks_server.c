@@ -237,7 +237,7 @@ static const char *route_verb(ks_req *r)
     return NULL;
 }
 
-static enum MHD_Result reply_forbidden(ks_req *r, const char *reason)
+enum MHD_Result ks_reply_forbidden(ks_req *r, const char *reason)
 {
     const ks_route *rt = &r->route;
     char qual[300], msg[KC_ERR_MSG_MAX + 400];
@@ -355,7 +355,7 @@ static enum MHD_Result dispatch(ks_req *r)
     if (!ks_auth_allowed(r->sim, &r->user, verb, rt->t->group, rt->t->resource, rt->sub, rt->ns,
                          strcmp(verb, "create") == 0 && !rt->sub ? NULL : rt->name, reason,
                          sizeof(reason)))
-        return reply_forbidden(r, reason);
+        return ks_reply_forbidden(r, reason);
     char what[300];
     snprintf(what, sizeof(what), "%s%s%s%s%s", rt->t->resource, rt->t->group[0] ? "." : "",
              rt->t->group, rt->sub ? "/" : "", rt->sub ? rt->sub : "");

@@ -117,6 +117,9 @@ enum MHD_Result ks_reply_status(ks_req *r, unsigned code, const char *reason, co
 enum MHD_Result ks_reply_error(ks_req *r, const kc_err *err);
 /* The Status object ks_reply_error would send (new reference) and its HTTP code. */
 json_t *ks_status_for_error(ks_req *r, const kc_err *err, unsigned *http_code);
+/* 403 Forbidden for the route's object, reason being the authorizer's sentence ("User \"x\"
+ * cannot create resource ..."). */
+enum MHD_Result ks_reply_forbidden(ks_req *r, const char *reason);
 /* 404 with the API server's "the server could not find the requested resource". */
 enum MHD_Result ks_reply_not_found(ks_req *r);
 /* The HTTP code and reason for a kc_code. */
