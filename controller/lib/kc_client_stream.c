@@ -177,6 +177,7 @@ kc_code kc_client_attach_loop(kc_client *c, uv_loop_t *loop, kc_err *err)
     lc->timer->data = lc;
     uv_async_init(loop, lc->cancel, on_cancel);
     lc->cancel->data = lc;
+    uv_unref((uv_handle_t *)lc->cancel); /* it alone must not keep the loop running */
     curl_multi_setopt(lc->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
     curl_multi_setopt(lc->multi, CURLMOPT_SOCKETDATA, lc);
     curl_multi_setopt(lc->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
