@@ -41,6 +41,9 @@ assert_eq "no default in the policy" "" \
 
 step "kubectl describe node t4-0: count 4, Tesla-T4-SHARED, replicas 4, capacity 16"
 until_eq "T4 capacity" "16" 60 node_res t4-0 capacity nvidia.com/gpu
+# The labels come from GPU feature discovery, the capacity from the device plugin: two components
+# with no order between them, so the labels are waited for too.
+until_eq "T4 replicas label" "4" 30 node_label t4-0 nvidia.com/gpu.replicas
 d=$(k describe node t4-0)
 assert_contains "gpu.count" "nvidia.com/gpu.count=4" "$d"
 assert_contains "product" "nvidia.com/gpu.product=Tesla-T4-SHARED" "$d"
