@@ -60,7 +60,8 @@ typedef struct kc_response {
     int retry_after_s;  /* Retry-After header in seconds, 0 when absent */
 } kc_response;
 
-/* Performs one request, blocking, with rate limiting and retries: GET/HEAD/PUT/DELETE are retried
+/* Performs one request, blocking (over the client's pipe's connection when it has a pipe and the
+ * caller is not the pipe's thread), with rate limiting and retries: GET/HEAD/PUT/DELETE are retried
  * on connection errors and 5xx; every method is retried on 429 (after Retry-After when given) and
  * when the connection was refused before the request was sent. Thread-safe: any thread may call
  * it concurrently. Returns KC_OK for 2xx; otherwise the code decoded from the server's Status
@@ -93,8 +94,8 @@ kc_code kc_status_from_json(int http_status, const json_t *status, kc_err *err);
 typedef kc_code (*kc_client_fault_hook)(const kc_request *req, void *ud);
 void kc_client_set_fault_hook(kc_client_fault_hook hook, void *ud);
 
-/* ---- Streaming requests on a libuv loop (one connection per stream, driven by uv_poll), used by
- * watches and informers ---- */
+/* ---- Streaming requests on a libuv loop (libcurl's multi-socket interface: over HTTP/2 every
+ * stream of the client shares one connection), used by watches and informers ---- */
 
 typedef struct kc_stream kc_stream;
 /* Called for each chunk of a 2xx response body as it arrives (any split, any size). */
@@ -124,7 +125,7 @@ kc_code kc_stream_start(kc_client *c, const kc_request *req, kc_stream_data_cb o
  * inside this stream's on_done. Accepts NULL. */
 void kc_stream_cancel(kc_stream *s);
 
-/* ---- Pipelined requests: handed over at once, answered later on the pipe's own thread ---- */
+/* ---- The request pipe: requests handed over at once, answered later on the pipe's thread ---- */
 
 typedef struct kc_pipe kc_pipe;
 
@@ -134,29 +135,29 @@ typedef struct kc_pipe_result {
     int status;        /* HTTP status; 0 when no response arrived */
     const char *body;  /* the response body, NUL-terminated (may be NULL) */
     size_t body_len;
-    unsigned long long sent_ms; /* CLOCK_MONOTONIC ms when its last byte went to the socket; 0
-                                 * when it was never sent */
+    unsigned long long sent_ms; /* CLOCK_MONOTONIC ms when it was about to be sent (libcurl's
+                                 * pre-transfer time); 0 when it was never sent */
 } kc_pipe_result;
 /* Called once per submitted request, on the pipe's thread, with none of the pipe's locks held (it
  * may submit again); r and what it points to are valid during the call only. */
 typedef void (*kc_pipe_done_cb)(const kc_pipe_result *r, void *ud);
 
-/* Starts a pipe on c (which must outlive it): a thread and up to `lanes` keep-alive connections.
- * Each connection carries up to `depth` requests sent and not yet answered (HTTP/1.1
- * pipelining); more wait their turn. */
+/* Starts a pipe on c (which must outlive it): a thread with a libcurl multi handle. Over HTTP/2
+ * every request is multiplexed on one connection; over HTTP/1.1 up to 4 x `lanes` keep-alive
+ * connections carry one request each at a time. Lane keys are spread over `lanes` x `depth`
+ * ordered queues (at most 1,024). The first pipe of a client also carries the client's blocking
+ * requests (kc_client_do from other threads), so that they share its connection. */
 kc_code kc_pipe_new(kc_client *c, int lanes, int depth, kc_pipe **out, kc_err *err);
-/* Hands req over (copied; the bearer token is read now) and returns without waiting for the
- * answer. When its lane's connection is up and nothing waits to be sent on it, the request is
- * written from the calling thread at once (a non-blocking write); otherwise the pipe's thread
- * sends it in its turn. Requests with the
- * same lane_key go over one connection, are sent in the order submitted and reach the server in
- * that order. Each takes a token of the client's rate limiter before it is sent; the whole-request
- * timeout counts from then. A request that a lost connection leaves without any byte of its answer
- * goes again on a new connection (at most twice; a server may close a keep-alive connection with
- * pipelined requests unread), so only requests that are safe to send twice belong here: merge
- * patches that set values, creations of named objects, deletions. Nothing else is retried: 429,
- * 5xx and transport failures reach cb for the caller to decide. Thread-safe. Fails (cb never
- * called) on bad arguments, out of memory or a pipe that is stopping. */
+/* Hands req over (copied; the bearer token is read when it starts) and returns without waiting
+ * for the answer. Requests with the same lane_key go one at a time, in the order submitted, so
+ * they reach the server in that order; other keys go side by side (at most max(64, 2 x the
+ * connections) in flight). Each takes a token of the client's rate limiter before it starts; the
+ * whole-request timeout counts from then. libcurl sends a request again when a reused keep-alive
+ * connection turns out closed before any answer, so only requests that are safe to send twice
+ * belong here: merge patches that set values, creations of named objects, deletions. Nothing
+ * else is retried: 429, 5xx and transport failures reach cb for the caller to decide; so do a bad
+ * request line or header and a credential that cannot be had. Thread-safe. Fails (cb never
+ * called) on bad arguments, out of memory, a cancelled client or a pipe that is stopping. */
 kc_code kc_pipe_submit(kc_pipe *p, const char *lane_key, const kc_request *req, kc_pipe_done_cb cb,
                        void *ud, kc_err *err);
 /* Waits until every request submitted so far has been answered and its callback has returned.
