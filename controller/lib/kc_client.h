@@ -105,11 +105,12 @@ typedef void (*kc_stream_data_cb)(kc_stream *s, const char *data, size_t len, vo
  * this callback returns. Never called if kc_stream_start failed, nor after kc_stream_cancel. */
 typedef void (*kc_stream_done_cb)(kc_stream *s, kc_code code, const kc_err *err, void *ud);
 
-/* Binds the client's streaming requests to a loop (once, before any kc_stream_start; the loop
- * thread is then the only thread allowed to start or cancel streams). */
+/* Binds the client's streaming requests to a loop (once, before any kc_stream_start), called on
+ * the loop's thread, which is then the only thread allowed to start or cancel streams. */
 kc_code kc_client_attach_loop(kc_client *c, uv_loop_t *loop, kc_err *err);
 /* Detaches from the loop, closing its handles; call before the loop is closed, never from inside
- * a stream callback. Streams still live are freed without callbacks. The handles close
+ * a stream callback. Streams still live are freed without callbacks; a pipe running on the loop
+ * is stopped (kc_pipe_stop). The handles close
  * asynchronously: run the loop (uv_run) afterwards so their close callbacks free them. A no-op
  * when not attached. */
 void kc_client_detach_loop(kc_client *c);
@@ -138,15 +139,20 @@ typedef struct kc_pipe_result {
     unsigned long long sent_ms; /* CLOCK_MONOTONIC ms when it was about to be sent (libcurl's
                                  * pre-transfer time); 0 when it was never sent */
 } kc_pipe_result;
-/* Called once per submitted request, on the pipe's thread, with none of the pipe's locks held (it
- * may submit again); r and what it points to are valid during the call only. */
+/* Called once per submitted request, on the pipe's thread (or its loop's), with none of the pipe's
+ * locks held (it may submit again); r and what it points to are valid during the call only. */
 typedef void (*kc_pipe_done_cb)(const kc_pipe_result *r, void *ud);
 
-/* Starts a pipe on c (which must outlive it): a thread with a libcurl multi handle. Over HTTP/2
- * every request is multiplexed on one connection; over HTTP/1.1 up to 4 x `lanes` keep-alive
+/* Starts a pipe on c (which must outlive it). On a client attached to a loop
+ * (kc_client_attach_loop; call this on the loop's thread) the pipe runs on that loop, in the
+ * multi handle of the client's streams: over HTTP/2 streams, pipelined and blocking requests all
+ * share one connection, and no thread is started; its callbacks then run on the loop's thread.
+ * Otherwise it runs on a thread of its own with a multi handle of its own. Over HTTP/2 every
+ * request is multiplexed on one connection; over HTTP/1.1 up to 4 x `lanes` keep-alive
  * connections carry one request each at a time. Lane keys are spread over `lanes` x `depth`
  * ordered queues (at most 1,024). The first pipe of a client also carries the client's blocking
- * requests (kc_client_do from other threads), so that they share its connection. */
+ * requests (kc_client_do from threads other than the pipe's own), so that they share its
+ * connection; the client then keeps no idle connection of its own. */
 kc_code kc_pipe_new(kc_client *c, int lanes, int depth, kc_pipe **out, kc_err *err);
 /* Hands req over (copied; the bearer token is read when it starts) and returns without waiting
  * for the answer. Requests with the same lane_key go one at a time, in the order submitted, so
@@ -161,10 +167,15 @@ kc_code kc_pipe_new(kc_client *c, int lanes, int depth, kc_pipe **out, kc_err *e
 kc_code kc_pipe_submit(kc_pipe *p, const char *lane_key, const kc_request *req, kc_pipe_done_cb cb,
                        void *ud, kc_err *err);
 /* Waits until every request submitted so far has been answered and its callback has returned.
- * Never from a callback. */
+ * Never from a callback, nor from the thread of the loop the pipe runs on. */
 void kc_pipe_drain(kc_pipe *p);
-/* Stops the pipe: requests not answered yet complete with KC_ECANCELED (their callbacks run
- * before this returns), the connections close, the thread ends. Accepts NULL. */
+/* Stops the pipe: requests not answered yet complete with KC_ECANCELED (their callbacks and
+ * waiting blocking callers are answered before this returns), later submissions fail, blocking
+ * requests go on their own connection again; the thread ends (or, on a loop, its loop handles
+ * close: call it on the loop's thread, with the loop running or stopped, and run the loop
+ * afterwards). Idempotent; accepts NULL. Detaching the loop stops a pipe running on it. */
+void kc_pipe_stop(kc_pipe *p);
+/* Stops the pipe (kc_pipe_stop, same rules) and frees it. Accepts NULL. */
 void kc_pipe_free(kc_pipe *p);
 
 /* Counters for tests and metrics (thread-safe snapshot). */

@@ -13,6 +13,11 @@
 #include "kc_client.h"
 #include "kc_exec.h"
 
+/* The protocol a client's server answers with (kc_client.proto). */
+#define KC_PROTO_UNKNOWN 0
+#define KC_PROTO_H1      1 /* HTTP/1.x: transfers never wait for a connection to multiplex */
+#define KC_PROTO_H2      2
+
 /* Idle easy handles (each keeping its connection alive) kept for blocking requests. */
 #define KC_CLIENT_POOL_MAX 8
 
@@ -47,10 +52,15 @@ typedef enum {
 /* Receives a response body chunk; false stops the transfer (KC_X_ABORTED). */
 typedef bool (*kc_body_cb)(const char *data, size_t len, void *ud);
 
+typedef struct kc_xfer kc_xfer;
+/* Called on the loop's thread when a transfer in the loop's multi handle has finished. */
+typedef void (*kc_xfer_done_fn)(kc_xfer *x, CURLcode rc);
+
 /* One request/response exchange on a libcurl easy handle. */
-typedef struct kc_xfer {
+struct kc_xfer {
     kc_client *c;
     CURL *h;
+    kc_xfer_done_fn on_done; /* set by whoever adds it to a loop's multi handle */
     struct curl_slist *headers;
     kc_body_cb on_body;
     void *ud;
@@ -62,7 +72,29 @@ typedef struct kc_xfer {
     unsigned long cred_gen; /* the exec credential generation the request carries */
     char detail[CURL_ERROR_SIZE + 64];
     char errbuf[CURL_ERROR_SIZE];
-} kc_xfer;
+};
+
+/* A client's streaming state on a libuv loop (kc_client_stream.c): one multi handle driven by
+ * libcurl's socket interface. A pipe made on an attached client (kc_client_pipe.c) runs its
+ * transfers in the same multi handle, so that everything shares one HTTP/2 connection. */
+struct kc_loopctx {
+    kc_client *c;
+    uv_loop_t *loop;
+    pthread_t thread; /* the loop's thread (the one that attached) */
+    CURLM *multi;
+    uv_timer_t *timer;  /* libcurl's timeout */
+    int in_curl;        /* inside curl_multi_socket_action: no handle may be removed */
+    kc_stream *streams; /* every live stream */
+    bool dead_pending;  /* a stream was cancelled inside a curl callback */
+    uv_async_t *cancel; /* kc_client_cancel's wake-up: ends every stream on the loop */
+    kc_pipe *pipe;      /* the pipe running on this loop, or NULL */
+    bool unwaited;      /* HTTP/1.1 seen: waiting transfers were told not to wait */
+};
+
+/* When x's transfer has no connection yet, takes it out of the multi handle and puts it back
+ * not waiting for a multiplexed connection (libcurl would hold it until some transfer ends).
+ * Not CURLE_OK: it could not be put back (it is out of the multi handle; end it with that). */
+CURLcode kc__xfer_unwait(CURLM *multi, kc_xfer *x);
 
 struct kc_client {
     /* Our own copy of the configuration fields the client needs. */
@@ -100,6 +132,7 @@ struct kc_client {
     pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST];
 
     atomic_bool cancelled; /* kc_client_cancel was called */
+    atomic_int proto;      /* what the server answered with last: KC_PROTO_* */
     pthread_cond_t wake;   /* on mu: wakes retry and rate-limit sleeps (CLOCK_MONOTONIC) */
     /* The client's pipe (kc_client_pipe.c), or NULL: its thread also carries the blocking
      * requests of other threads, so that they share its connection (one, over HTTP/2). Under
@@ -132,12 +165,15 @@ kc_code kc__xfer_init(kc_xfer *x, kc_client *c, CURL *h, const kc_request *req, 
 /* Records the outcome of a finished transfer: status, Retry-After, content type, and for a
  * failure the kind (x->xerr) and its message (x->detail). */
 void kc__xfer_finish(kc_xfer *x, CURLcode rc);
+/* Records which protocol x's response came in (once its headers are in). */
+void kc__note_proto(kc_xfer *x);
 /* Frees x; its handle too unless taken (x->h set to NULL by the caller). */
 void kc__xfer_free(kc_xfer *x);
 
 /* Takes an idle pooled easy handle (reset, its connection kept), or NULL. */
 CURL *kc__pool_take(kc_client *c);
-/* Gives h back to the pool (or cleans it up when the pool is full). */
+/* Gives h back to the pool (or cleans it up, closing its connection, when the pool is full or
+ * the client has a pipe). */
 void kc__pool_give(kc_client *c, CURL *h);
 
 /* Maps a failed transfer to a kc_code with a message naming the request. */
@@ -181,8 +217,17 @@ void kc__pipe_release(kc_client *c, kc_pipe *p);
  * ran (cancelled, out of memory, a bad request). The caller took the rate-limiter token. */
 kc_code kc__pipe_do(kc_pipe *p, const kc_request *req, kc_xfer *x, kc_body_buf *body, CURLcode *cc,
                     kc_err *err);
-/* Wakes the pipe's thread (the client's cancel). */
+/* Wakes the pipe's thread or, on a loop, the pipe's loop handler (the client's cancel). */
 void kc__pipe_wake(kc_pipe *p);
+/* On the loop's thread after libcurl ran: starts what the pipe's answers made ready and runs
+ * their callbacks. */
+void kc__pipe_loop_run(kc_pipe *p);
+/* HTTP/1.1 seen on the loop: the pipe's transfers in flight stop waiting (kc__xfer_unwait). */
+void kc__pipe_unwait(kc_pipe *p);
+/* The loop goes away under a pipe running on it (kc_client_detach_loop): everything it holds
+ * fails with KC_ECANCELED and its loop handles close; it stays usable for nothing but
+ * kc_pipe_free. */
+void kc__pipe_loop_detach(kc_pipe *p);
 
 /* Reads the CA, client certificate and key files again when they changed on disk (at most once
  * a second); on a read failure the previous contents stay and a warning is logged. */

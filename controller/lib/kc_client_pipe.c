@@ -1,5 +1,7 @@
-/* kc_client_pipe: requests handed over at once and answered later. A pipe owns a thread and a
- * libcurl multi handle: over HTTP/2 every request is multiplexed on one connection, over
+/* kc_client_pipe: requests handed over at once and answered later. A pipe made on a client
+ * attached to a libuv loop runs on that loop, in the multi handle the client's streams use (one
+ * HTTP/2 connection for everything, no thread of its own); otherwise it owns a thread and a
+ * libcurl multi handle. Over HTTP/2 every request is multiplexed on one connection, over
  * HTTP/1.1 they share a few keep-alive connections. Requests with the same lane key go one at a
  * time, in the order submitted, so they reach the server in that order; requests of different
  * keys go side by side. The caller (a reconcile) hands its writes over and goes on; a saturated
@@ -38,6 +40,7 @@ typedef struct waiter {
 
 typedef struct item {
     struct item *next;
+    kc_pipe *p;
     kc_xfer x; /* prepared when it starts (a handle costs memory: none for queued requests) */
     kc_body_buf body;
     char *method, *path; /* the request, copied; the path also names it in messages */
@@ -70,7 +73,16 @@ typedef struct slot {
 struct kc_pipe {
     kc_client *c;
     unsigned long direct_seq; /* spreads blocking requests over their slots (under mu) */
-    CURLM *multi;
+    CURLM *multi;             /* its own, or the loop's */
+    kc_loopctx *lc;           /* the loop it runs on, NULL once stopped or without one */
+    bool on_loop;             /* made on an attached client: runs on its loop (fixed) */
+    pthread_t loop_thread;    /* that loop's thread (fixed) */
+    uv_async_t *wake;         /* on the loop: new requests, cancel, stop */
+    uv_timer_t *limit;        /* on the loop: the rate limiter's next start */
+    bool dirty;               /* on the loop: answers arrived since the last run */
+    bool stopped;             /* on the loop: everything failed, nothing more is taken */
+    int conns;                /* HTTP/1.1 connections it may use */
+    bool multiplexed;         /* an answer came over HTTP/2 */
     int nslots;
     slot *slots;
     slot *ready_head, *ready_tail; /* the thread's own */
@@ -225,6 +237,8 @@ static kc_code prepare(kc_pipe *p, item *it, kc_err *err)
     return code;
 }
 
+static void item_xfer_done(kc_xfer *x, CURLcode rc);
+
 /* Starts the heads of the ready slots whose rate-limiter wait is over; returns how long until
  * the next one may start (ms), or -1 when none waits. */
 static long start_ready(kc_pipe *p)
@@ -266,6 +280,8 @@ static long start_ready(kc_pipe *p)
         }
         kc_err err = {0};
         kc_code code = prepare(p, it, &err);
+        if (code == KC_OK)
+            it->x.on_done = item_xfer_done;
         CURLMcode mc = code == KC_OK ? curl_multi_add_handle(p->multi, it->x.h) : CURLM_OK;
         if (code == KC_OK && mc != CURLM_OK)
             code = kc_err_set(&err, mc == CURLM_OUT_OF_MEMORY ? KC_ENOMEM : KC_EIO,
@@ -318,6 +334,17 @@ static void complete(kc_pipe *p, item *it, CURLcode rc)
     s->busy = false;
     p->inflight--;
     p->completed++;
+    if (p->lc && !p->multiplexed) {
+        /* On the loop no host connection limit applies (the streams hold theirs): the number in
+         * flight is the limit, a connection each over HTTP/1.1, many once HTTP/2 is seen. */
+        long v = 0;
+        if (curl_easy_getinfo(it->x.h, CURLINFO_HTTP_VERSION, &v) == CURLE_OK &&
+            v >= CURL_HTTP_VERSION_2_0) {
+            p->multiplexed = true;
+            p->inflight_max = p->conns * 2 > PIPE_INFLIGHT_MIN ? p->conns * 2 : PIPE_INFLIGHT_MIN;
+        }
+    }
+    p->dirty = true;
     finish(p, slot_pop(s), code, &err);
     make_ready(p, s);
 }
@@ -334,6 +361,13 @@ static void read_done(kc_pipe *p)
         item *it = (item *)((char *)x - offsetof(item, x));
         complete(p, it, m->data.result);
     }
+}
+
+/* On the loop: a transfer of the pipe finished (kc__pipe_loop_run follows). */
+static void item_xfer_done(kc_xfer *x, CURLcode rc)
+{
+    item *it = (item *)((char *)x - offsetof(item, x));
+    complete(it->p, it, rc);
 }
 
 /* Fails every request still held with KC_ECANCELED (the pipe is stopping). */
@@ -361,21 +395,27 @@ static void cancel_all(kc_pipe *p)
     p->ready_head = p->ready_tail = NULL;
 }
 
+/* Moves the inbox into the slots; returns whether the pipe is stopping. */
+static bool take_inbox(kc_pipe *p)
+{
+    pthread_mutex_lock(&p->mu);
+    item *in = p->in_head;
+    p->in_head = p->in_tail = NULL;
+    bool stopping = p->stopping;
+    pthread_mutex_unlock(&p->mu);
+    while (in) {
+        item *next = in->next;
+        slot_push(p, in);
+        in = next;
+    }
+    return stopping;
+}
+
 static void *pipe_thread(void *arg)
 {
     kc_pipe *p = arg;
     for (;;) {
-        pthread_mutex_lock(&p->mu);
-        item *in = p->in_head;
-        p->in_head = p->in_tail = NULL;
-        bool stopping = p->stopping;
-        pthread_mutex_unlock(&p->mu);
-        while (in) {
-            item *next = in->next;
-            slot_push(p, in);
-            in = next;
-        }
-        if (stopping) {
+        if (take_inbox(p)) {
             cancel_all(p);
             run_callbacks(p);
             return NULL;
@@ -406,9 +446,98 @@ static void *pipe_thread(void *arg)
     }
 }
 
+/* ---- on a loop: the same work, from the loop's callbacks ---- */
+
+static void on_limit(uv_timer_t *t);
+
+/* One round on the loop's thread: new requests in, what may start started, callbacks run. */
+static void loop_round(kc_pipe *p)
+{
+    if (p->stopped)
+        return;
+    p->dirty = false;
+    if (take_inbox(p) || kc_client_cancelled(p->c)) {
+        /* The client's stop token: nothing more goes out, everything held fails now. */
+        cancel_all(p);
+        run_callbacks(p);
+        return;
+    }
+    long wait_ms = start_ready(p);
+    run_callbacks(p);
+    if (wait_ms >= 0)
+        uv_timer_start(p->limit, on_limit, (uint64_t)wait_ms, 0);
+}
+
+static void on_wake(uv_async_t *a)
+{
+    loop_round(a->data);
+}
+
+static void on_limit(uv_timer_t *t)
+{
+    loop_round(t->data);
+}
+
+void kc__pipe_unwait(kc_pipe *p)
+{
+    for (int i = 0; i < p->nslots + PIPE_DIRECT_SLOTS; i++) {
+        slot *s = &p->slots[i];
+        if (!s->busy)
+            continue;
+        item *it = s->head;
+        CURLcode rc = kc__xfer_unwait(p->multi, &it->x);
+        if (rc != CURLE_OK)
+            complete(p, it, rc);
+    }
+}
+
+void kc__pipe_loop_run(kc_pipe *p)
+{
+    if (p->dirty)
+        loop_round(p);
+}
+
+static void free_handle(uv_handle_t *h)
+{
+    free(h);
+}
+
+/* Fails everything and closes the loop handles (the loop's thread, or with the loop stopped). */
+static void loop_stop(kc_pipe *p)
+{
+    if (!p->lc)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stopping = true;
+    pthread_mutex_unlock(&p->mu);
+    take_inbox(p);
+    cancel_all(p);
+    run_callbacks(p);
+    p->stopped = true;
+    uv_close((uv_handle_t *)p->wake, free_handle);
+    uv_close((uv_handle_t *)p->limit, free_handle);
+    p->wake = NULL;
+    p->limit = NULL;
+    p->lc->pipe = NULL;
+    p->lc = NULL;
+}
+
+void kc__pipe_loop_detach(kc_pipe *p)
+{
+    loop_stop(p);
+}
+
 void kc__pipe_wake(kc_pipe *p)
 {
-    curl_multi_wakeup(p->multi);
+    /* Under the client's lock: the pipe cannot go away meanwhile. */
+    if (!p->on_loop) {
+        curl_multi_wakeup(p->multi);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    if (!p->stopping && p->wake)
+        uv_async_send(p->wake);
+    pthread_mutex_unlock(&p->mu);
 }
 
 kc_code kc_pipe_new(kc_client *c, int lanes, int depth, kc_pipe **out, kc_err *err)
@@ -417,6 +546,13 @@ kc_code kc_pipe_new(kc_client *c, int lanes, int depth, kc_pipe **out, kc_err *e
     if (!c || !out || lanes <= 0 || depth <= 0)
         return kc_err_set(err, KC_EARG, "kc_pipe_new: a client, lanes > 0 and depth > 0");
     *out = NULL;
+    kc_loopctx *lc = c->lc;
+    if (lc && !pthread_equal(pthread_self(), lc->thread))
+        return kc_err_set(err, KC_EARG,
+                          "kc_pipe_new: the client is attached to a loop: make its pipe on the "
+                          "loop's thread");
+    if (lc && lc->pipe)
+        return kc_err_set(err, KC_EARG, "kc_pipe_new: a pipe already runs on the client's loop");
     kc_pipe *p = calloc(1, sizeof(*p));
     if (!p)
         return kc_err_set(err, KC_ENOMEM, "out of memory creating the request pipe");
@@ -427,26 +563,62 @@ kc_code kc_pipe_new(kc_client *c, int lanes, int depth, kc_pipe **out, kc_err *e
     pthread_mutex_init(&p->mu, NULL);
     pthread_mutex_init(&p->idle_mu, NULL);
     pthread_cond_init(&p->idle, NULL);
-    p->multi = curl_multi_init();
-    if (!p->slots || !p->multi) {
-        kc_pipe_free(p);
-        return kc_err_set(err, KC_ENOMEM, "out of memory creating the request pipe");
-    }
     long conns = (long)lanes * PIPE_CONNS_PER_LANE;
-    p->inflight_max = conns * 2 > PIPE_INFLIGHT_MIN ? (int)conns * 2 : PIPE_INFLIGHT_MIN;
-    curl_multi_setopt(p->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
-    curl_multi_setopt(p->multi, CURLMOPT_MAX_HOST_CONNECTIONS, conns);
-    curl_multi_setopt(p->multi, CURLMOPT_MAXCONNECTS, conns);
-    int e = pthread_create(&p->thread, NULL, pipe_thread, p);
-    if (e != 0) {
-        kc_pipe_free(p);
-        return kc_err_set(err, KC_EIO, "cannot start the request pipe's thread: %s", strerror(e));
+    p->conns = (int)conns;
+    if (lc) {
+        p->multi = lc->multi;
+        p->wake = malloc(sizeof(*p->wake));
+        p->limit = malloc(sizeof(*p->limit));
+        if (!p->slots || !p->wake || !p->limit) {
+            free(p->wake);
+            free(p->limit);
+            p->wake = NULL;
+            p->limit = NULL;
+            p->multi = NULL;
+            kc_pipe_free(p);
+            return kc_err_set(err, KC_ENOMEM, "out of memory creating the request pipe");
+        }
+        uv_async_init(lc->loop, p->wake, on_wake);
+        p->wake->data = p;
+        uv_unref((uv_handle_t *)p->wake); /* it alone must not keep the loop running */
+        uv_timer_init(lc->loop, p->limit);
+        p->limit->data = p;
+        /* Until HTTP/2 is seen, one request per HTTP/1.1 connection it may use. */
+        p->inflight_max = (int)conns;
+        p->lc = lc;
+        p->on_loop = true;
+        p->loop_thread = lc->thread;
+        lc->pipe = p;
+    } else {
+        p->multi = curl_multi_init();
+        if (!p->slots || !p->multi) {
+            kc_pipe_free(p);
+            return kc_err_set(err, KC_ENOMEM, "out of memory creating the request pipe");
+        }
+        p->inflight_max = conns * 2 > PIPE_INFLIGHT_MIN ? (int)conns * 2 : PIPE_INFLIGHT_MIN;
+        curl_multi_setopt(p->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+        curl_multi_setopt(p->multi, CURLMOPT_MAX_HOST_CONNECTIONS, conns);
+        curl_multi_setopt(p->multi, CURLMOPT_MAXCONNECTS, conns);
+        int e = pthread_create(&p->thread, NULL, pipe_thread, p);
+        if (e != 0) {
+            kc_pipe_free(p);
+            return kc_err_set(err, KC_EIO, "cannot start the request pipe's thread: %s",
+                              strerror(e));
+        }
+        p->started = true;
     }
-    p->started = true;
     pthread_mutex_lock(&c->mu);
-    if (!c->pipe)
+    bool first = !c->pipe;
+    if (first)
         c->pipe = p; /* the first pipe also carries the client's blocking requests */
+    int npool = c->npool;
+    CURL *pool[KC_CLIENT_POOL_MAX];
+    memcpy(pool, c->pool, sizeof(pool));
+    if (first)
+        c->npool = 0; /* their connections go: blocking requests share the pipe's from now on */
     pthread_mutex_unlock(&c->mu);
+    for (int i = 0; first && i < npool; i++)
+        curl_easy_cleanup(pool[i]);
     *out = p;
     return KC_OK;
 }
@@ -454,10 +626,10 @@ kc_code kc_pipe_new(kc_client *c, int lanes, int depth, kc_pipe **out, kc_err *e
 /* A new item for req, the request copied (its transfer is prepared when it starts). */
 static kc_code item_new(kc_pipe *p, const kc_request *req, item **out, kc_err *err)
 {
-    (void)p;
     item *it = calloc(1, sizeof(*it));
     if (!it)
         return kc_err_set(err, KC_ENOMEM, "out of memory");
+    it->p = p;
     bool ok = (it->method = strdup(req->method)) && (it->path = strdup(req->path)) &&
               (!req->content_type || (it->ctype = strdup(req->content_type))) &&
               (!req->accept || (it->accept = strdup(req->accept)));
@@ -492,7 +664,10 @@ static kc_code hand_to_thread(kc_pipe *p, item *it, bool blocking, kc_err *err)
         else
             p->in_head = it;
         p->in_tail = it;
+        if (p->on_loop) /* under the lock: a stopping pipe closes it after setting stopping */
+            uv_async_send(p->wake);
     }
+    bool threaded = !p->on_loop;
     pthread_mutex_unlock(&p->mu);
     if (stopping) {
         kc_code code = kc_err_set(err, KC_ECANCELED, "%s %s: the request pipe is stopping",
@@ -500,7 +675,8 @@ static kc_code hand_to_thread(kc_pipe *p, item *it, bool blocking, kc_err *err)
         item_free(it);
         return code;
     }
-    curl_multi_wakeup(p->multi);
+    if (threaded)
+        curl_multi_wakeup(p->multi);
     return KC_OK;
 }
 
@@ -540,8 +716,17 @@ kc_pipe *kc__pipe_acquire(kc_client *c)
 {
     pthread_mutex_lock(&c->mu);
     kc_pipe *p = c->pipe;
-    if (p && pthread_equal(pthread_self(), p->thread))
-        p = NULL; /* a callback's own request: the thread cannot wait for itself */
+    /* A callback's own request (or one from the loop the pipe runs on): the thread cannot wait
+     * for itself. */
+    if (p && pthread_equal(pthread_self(), p->on_loop ? p->loop_thread : p->thread))
+        p = NULL;
+    if (p) {
+        pthread_mutex_lock(&p->mu);
+        bool stopping = p->stopping;
+        pthread_mutex_unlock(&p->mu);
+        if (stopping)
+            p = NULL; /* stopped: on its own connection, as before the pipe */
+    }
     if (p)
         c->pipe_users++;
     pthread_mutex_unlock(&c->mu);
@@ -593,6 +778,22 @@ void kc_pipe_drain(kc_pipe *p)
     pthread_mutex_unlock(&p->idle_mu);
 }
 
+void kc_pipe_stop(kc_pipe *p)
+{
+    if (!p)
+        return;
+    if (p->on_loop) {
+        loop_stop(p); /* a no-op once stopped, or once the loop went away */
+    } else if (p->started) {
+        pthread_mutex_lock(&p->mu);
+        p->stopping = true;
+        pthread_mutex_unlock(&p->mu);
+        curl_multi_wakeup(p->multi);
+        pthread_join(p->thread, NULL);
+        p->started = false;
+    }
+}
+
 void kc_pipe_free(kc_pipe *p)
 {
     if (!p)
@@ -603,23 +804,19 @@ void kc_pipe_free(kc_pipe *p)
     if (carried)
         c->pipe = NULL; /* blocking requests from now on go on their own */
     pthread_mutex_unlock(&c->mu);
-    if (p->started) {
-        pthread_mutex_lock(&p->mu);
-        p->stopping = true;
-        pthread_mutex_unlock(&p->mu);
-        curl_multi_wakeup(p->multi);
-        pthread_join(p->thread, NULL);
-    }
+    kc_pipe_stop(p);
     if (carried) {
-        /* Blocking requests that still hold the pipe were answered (cancelled) by the thread's
-         * last round; wait until their callers let go of it. */
+        /* Blocking requests that still hold the pipe were answered (cancelled) by its last
+         * round; wait until their callers let go of it. */
         pthread_mutex_lock(&c->mu);
         while (c->pipe_users > 0)
             pthread_cond_wait(&c->wake, &c->mu);
         pthread_mutex_unlock(&c->mu);
     }
-    if (p->multi)
+    if (p->multi && !p->on_loop)
         curl_multi_cleanup(p->multi);
+    free(p->wake); /* set only when it never reached the loop */
+    free(p->limit);
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->idle_mu);
     pthread_cond_destroy(&p->idle);

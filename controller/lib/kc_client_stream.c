@@ -12,17 +12,6 @@
 /* Error bodies (non-2xx) are buffered for decoding up to this size; the rest is dropped. */
 #define KC_STREAM_ERRBODY_MAX (64 * 1024)
 
-struct kc_loopctx {
-    kc_client *c;
-    uv_loop_t *loop;
-    CURLM *multi;
-    uv_timer_t *timer;  /* libcurl's timeout */
-    int in_curl;        /* inside curl_multi_socket_action: no handle may be removed */
-    kc_stream *streams; /* every live stream */
-    bool dead_pending;  /* a stream was cancelled inside a curl callback */
-    uv_async_t *cancel; /* kc_client_cancel's wake-up: ends every stream on the loop */
-};
-
 struct kc_stream {
     kc_loopctx *lc;
     kc_xfer x;
@@ -55,6 +44,29 @@ static void free_handle(uv_handle_t *h)
 static void check_done(kc_loopctx *lc);
 static void sweep(kc_loopctx *lc);
 
+static void stream_end(kc_stream *s, CURLcode rc);
+
+/* The server answered HTTP/1.1: transfers that wait for a connection to multiplex on stop
+ * waiting (each gets a connection of its own). */
+static void unwait(kc_loopctx *lc)
+{
+    lc->unwaited = true;
+    kc_stream *s = lc->streams;
+    while (s) {
+        kc_stream *next = s->next;
+        if (s->added && !s->cancelled) {
+            CURLcode rc = kc__xfer_unwait(lc->multi, &s->x);
+            if (rc != CURLE_OK) {
+                s->added = false;
+                stream_end(s, rc);
+            }
+        }
+        s = next;
+    }
+    if (lc->pipe)
+        kc__pipe_unwait(lc->pipe);
+}
+
 static void socket_action(kc_loopctx *lc, curl_socket_t fd, int flags)
 {
     int running = 0;
@@ -63,6 +75,10 @@ static void socket_action(kc_loopctx *lc, curl_socket_t fd, int flags)
     lc->in_curl--;
     check_done(lc);
     sweep(lc);
+    if (!lc->unwaited && atomic_load(&lc->c->proto) == KC_PROTO_H1)
+        unwait(lc);
+    if (lc->pipe)
+        kc__pipe_loop_run(lc->pipe);
 }
 
 static void on_poll(uv_poll_t *h, int status, int events)
@@ -173,6 +189,7 @@ kc_code kc_client_attach_loop(kc_client *c, uv_loop_t *loop, kc_err *err)
     }
     lc->c = c;
     lc->loop = loop;
+    lc->thread = pthread_self();
     uv_timer_init(loop, lc->timer);
     lc->timer->data = lc;
     uv_async_init(loop, lc->cancel, on_cancel);
@@ -291,11 +308,17 @@ static void check_done(kc_loopctx *lc)
             continue;
         kc_xfer *x = NULL;
         curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
-        kc_stream *s = (kc_stream *)((char *)x - offsetof(kc_stream, x));
-        if (s->cancelled)
-            continue; /* freed by the sweep, without a callback */
-        stream_end(s, m->data.result);
+        /* A stream's or a pipe's transfer (kc__pipe_loop_run starts what follows). */
+        x->on_done(x, m->data.result);
     }
+}
+
+static void stream_xfer_done(kc_xfer *x, CURLcode rc)
+{
+    kc_stream *s = (kc_stream *)((char *)x - offsetof(kc_stream, x));
+    if (s->cancelled)
+        return; /* freed by the sweep, without a callback */
+    stream_end(s, rc);
 }
 
 static bool stream_body(const char *p, size_t k, void *ud)
@@ -375,6 +398,7 @@ kc_code kc_stream_start(kc_client *c, const kc_request *req, kc_stream_data_cb o
     code = kc__xfer_init(&s->x, c, NULL, req, 0, stream_body, s, err);
     if (code != KC_OK)
         goto fail;
+    s->x.on_done = stream_xfer_done;
     long idle_s = c->opts.stream_idle_timeout_s;
     if (idle_s > 0 && (curl_easy_setopt(s->x.h, CURLOPT_LOW_SPEED_LIMIT, 1L) != CURLE_OK ||
                        curl_easy_setopt(s->x.h, CURLOPT_LOW_SPEED_TIME, idle_s) != CURLE_OK)) {
@@ -425,6 +449,8 @@ void kc__stream_detach(kc_client *c)
     pthread_mutex_lock(&c->mu);
     c->lc = NULL; /* kc_client_cancel no longer wakes this loop */
     pthread_mutex_unlock(&c->mu);
+    if (lc->pipe) /* its transfers are in the multi handle about to go */
+        kc__pipe_loop_detach(lc->pipe);
     while (lc->streams)
         stream_destroy(lc->streams);
     /* Closes what connections are left; their sockets' polls close through socket_cb. */

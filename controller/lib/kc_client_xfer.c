@@ -55,13 +55,34 @@ void kc__pool_give(kc_client *c, CURL *h)
     if (!h)
         return;
     pthread_mutex_lock(&c->mu);
-    if (c->npool < KC_CLIENT_POOL_MAX) {
+    /* With a pipe, blocking requests share its connection: the few made from the pipe's own
+     * thread do not keep one more open. */
+    if (!c->pipe && c->npool < KC_CLIENT_POOL_MAX) {
         c->pool[c->npool++] = h;
         h = NULL;
     }
     pthread_mutex_unlock(&c->mu);
     if (h)
         curl_easy_cleanup(h);
+}
+
+void kc__note_proto(kc_xfer *x)
+{
+    long v = 0;
+    if (curl_easy_getinfo(x->h, CURLINFO_HTTP_VERSION, &v) != CURLE_OK || !v)
+        return;
+    int proto = v >= CURL_HTTP_VERSION_2_0 ? KC_PROTO_H2 : KC_PROTO_H1;
+    if (atomic_load(&x->c->proto) != proto)
+        atomic_store(&x->c->proto, proto);
+}
+
+/* The end of a response's headers (the empty line) tells which protocol the server speaks. */
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+    size_t len = size * n;
+    if (len <= 2 && (len == 0 || p[0] == '\r' || p[0] == '\n'))
+        kc__note_proto(ud);
+    return len;
 }
 
 static size_t on_write(char *p, size_t size, size_t n, void *ud)
@@ -200,9 +221,11 @@ static CURLcode set_transport(CURL *h, kc_client *c, long timeout_ms)
     SET(CURLOPT_PROTOCOLS_STR, "http,https");
     SET(CURLOPT_SHARE, c->share);
     /* HTTP/2 through ALPN where the server offers it: a multi handle then multiplexes every
-     * transfer on one connection (PIPEWAIT: wait for it rather than open another). */
+     * transfer on one connection (PIPEWAIT: wait for it rather than open another). Once the
+     * server is known to answer HTTP/1.1 nothing waits: libcurl would hold a waiting transfer
+     * until some transfer ends, and a watch may not end for minutes. */
     SET(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-    SET(CURLOPT_PIPEWAIT, 1L);
+    SET(CURLOPT_PIPEWAIT, atomic_load(&c->proto) == KC_PROTO_H1 ? 0L : 1L);
     if (!c->no_gzip)
         SET(CURLOPT_ACCEPT_ENCODING, ""); /* every encoding libcurl decodes (gzip at least) */
     SET(CURLOPT_USERAGENT, c->user_agent);
@@ -279,6 +302,10 @@ kc_code kc__xfer_init(kc_xfer *x, kc_client *c, CURL *h, const kc_request *req, 
         rc = curl_easy_setopt(x->h, CURLOPT_WRITEFUNCTION, on_write);
     if (rc == CURLE_OK)
         rc = curl_easy_setopt(x->h, CURLOPT_WRITEDATA, x);
+    if (rc == CURLE_OK)
+        rc = curl_easy_setopt(x->h, CURLOPT_HEADERFUNCTION, on_header);
+    if (rc == CURLE_OK)
+        rc = curl_easy_setopt(x->h, CURLOPT_HEADERDATA, x);
     if (rc == CURLE_OK)
         rc = curl_easy_setopt(x->h, CURLOPT_ERRORBUFFER, x->errbuf);
     if (rc == CURLE_OK)
@@ -359,6 +386,21 @@ void kc__xfer_finish(kc_xfer *x, CURLcode rc)
                  x->xerr == KC_X_PARTIAL ? "the response ended early: " : "",
                  x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc), curl_easy_strerror(rc),
                  x->received);
+}
+
+CURLcode kc__xfer_unwait(CURLM *multi, kc_xfer *x)
+{
+    curl_off_t t = 0;
+    if (curl_easy_getinfo(x->h, CURLINFO_CONNECT_TIME_T, &t) != CURLE_OK || t > 0)
+        return CURLE_OK;
+    curl_multi_remove_handle(multi, x->h);
+    curl_easy_setopt(x->h, CURLOPT_PIPEWAIT, 0L);
+    CURLMcode mc = curl_multi_add_handle(multi, x->h);
+    if (mc == CURLM_OK)
+        return CURLE_OK;
+    snprintf(x->errbuf, sizeof(x->errbuf), "cannot restart the transfer: %s",
+             curl_multi_strerror(mc));
+    return mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
 }
 
 void kc__xfer_free(kc_xfer *x)

@@ -751,7 +751,6 @@ void op_controller_stop(op_controller *c)
      * not write once another may hold it), and workers waiting on a retry or a slow answer
      * return at once. */
     kc_client_cancel(c->api);
-    kc_client_cancel(c->watch);
     /* Before run (a standby replica told to stop) there is no loop to wake. */
     if (atomic_load(&c->running))
         uv_async_send(&c->stop_async);
@@ -824,15 +823,14 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     snprintf(agent, sizeof(agent), "gpu-operator%s%s/0.1.0", opts->identity ? "@" : "",
              opts->identity ? opts->identity : "");
     double qps = opts->qps > 0 ? opts->qps : 500;
-    kc_client_opts co = {.qps = qps, .burst = (int)(2 * qps), .user_agent = agent};
     /* Watches ask for bookmarks (one about every minute from a real API server and kubesim): a
      * watch silent for much longer than that is dead (a half-open connection, a stuck proxy)
      * and is started again by its informer. */
-    kc_client_opts wo = co;
-    wo.stream_idle_timeout_s = OP_WATCH_IDLE_TIMEOUT_S;
-    if ((rc = kc_client_new(opts->config, &co, &c->api, err)) != KC_OK ||
-        (rc = kc_client_new(opts->config, &wo, &c->watch, err)) != KC_OK ||
-        (rc = kc_pipe_new(c->api, OP_PIPE_LANES, OP_PIPE_DEPTH, &c->pipe, err)) != KC_OK)
+    kc_client_opts co = {.qps = qps,
+                         .burst = (int)(2 * qps),
+                         .user_agent = agent,
+                         .stream_idle_timeout_s = OP_WATCH_IDLE_TIMEOUT_S};
+    if ((rc = kc_client_new(opts->config, &co, &c->api, err)) != KC_OK)
         goto fail;
     kc_workqueue_opts qo = {.qps = -1, .base_delay_ms = 5, .max_delay_ms = 60000};
     if ((rc = kc_workqueue_new(&qo, &c->q, err)) != KC_OK)
@@ -915,7 +913,9 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
     uv_timer_init(&c->loop, &c->trim);
     c->trim.data = c;
     uv_timer_start(&c->trim, on_trim, 10000, 10000);
-    if ((rc = kc_client_attach_loop(c->watch, &c->loop, err)) != KC_OK)
+    /* The pipe runs on the loop, in the multi handle of the watches: one connection for all. */
+    if ((rc = kc_client_attach_loop(c->api, &c->loop, err)) != KC_OK ||
+        (rc = kc_pipe_new(c->api, OP_PIPE_LANES, OP_PIPE_DEPTH, &c->pipe, err)) != KC_OK)
         goto out;
     kc_informer_handlers ph = {on_policy, on_policy_upd, on_policy, c};
     kc_informer_handlers nh = {on_node_add, on_node_upd, on_node_del, c};
@@ -930,12 +930,12 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
     kc_informer_opts owned = {.label_selector = OP_MANAGED_LABEL "=" OP_MANAGED_VALUE};
     kc_informer_opts po = {
         .transform = op_pod_transform, .name = "pods", .codec = &c->pack_codec, .page_size = 100};
-    if ((rc = kc_informer_new(c->watch, &c->loop, &KC_RES_CLUSTERPOLICIES, NULL, &ph, NULL,
+    if ((rc = kc_informer_new(c->api, &c->loop, &KC_RES_CLUSTERPOLICIES, NULL, &ph, NULL,
                               &c->policies, err)) != KC_OK ||
-        (rc = kc_informer_new(c->watch, &c->loop, &KC_RES_NODES, NULL, &nh, &no, &c->nodes, err)) !=
+        (rc = kc_informer_new(c->api, &c->loop, &KC_RES_NODES, NULL, &nh, &no, &c->nodes, err)) !=
             KC_OK ||
-        (rc = kc_informer_new(c->watch, &c->loop, &KC_RES_PODS, c->ns, &podh, &po, &c->pods,
-                              err)) != KC_OK)
+        (rc = kc_informer_new(c->api, &c->loop, &KC_RES_PODS, c->ns, &podh, &po, &c->pods, err)) !=
+            KC_OK)
         goto out;
     for (size_t i = 0; i < c->n_kinds; i++) {
         op_kind *k = &c->kinds[i];
@@ -949,8 +949,8 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
                     k->kind);
             continue;
         }
-        if ((rc = kc_informer_new(c->watch, &c->loop, &k->res, k->res.namespaced ? c->ns : NULL,
-                                  &oh, &owned, &k->inf, err)) != KC_OK)
+        if ((rc = kc_informer_new(c->api, &c->loop, &k->res, k->res.namespaced ? c->ns : NULL, &oh,
+                                  &owned, &k->inf, err)) != KC_OK)
             goto out;
         if (!strcmp(k->kind, "DaemonSet"))
             c->daemonsets = k->inf;
@@ -970,6 +970,9 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
     uv_run(&c->loop, UV_RUN_DEFAULT);
 out:
     kc_workqueue_shutdown(c->q);
+    /* The loop no longer runs: the pipe fails what it holds, so that workers waiting on an answer
+     * return, and takes nothing more (a write a worker still hands over fails at once). */
+    kc_pipe_stop(c->pipe);
     if (c->workers_started)
         for (int i = 0; i < c->n_workers; i++)
             pthread_join(c->workers[i], NULL);
@@ -982,7 +985,9 @@ out:
     c->policies = c->nodes = c->pods = c->daemonsets = NULL;
     for (size_t i = 0; i < c->n_kinds; i++)
         c->kinds[i].inf = NULL;
-    kc_client_detach_loop(c->watch);
+    kc_pipe_free(c->pipe); /* its last callbacks used the queue and the maps */
+    c->pipe = NULL;
+    kc_client_detach_loop(c->api);
     atomic_store(&c->running, false);
     uv_close((uv_handle_t *)&c->stop_async, NULL);
     uv_close((uv_handle_t *)&c->tick, NULL);
@@ -998,11 +1003,9 @@ void op_controller_free(op_controller *c)
         return;
     if (c->m_throttled) /* the registry outlives us: its renders must stop reading c */
         kc_metrics_remove_hook(c->o.metrics, sample_client, c);
-    kc_pipe_free(c->pipe); /* its last callbacks use the queue and the maps */
     kc_event_recorder_free(c->events);
     kc_workqueue_free(c->q);
     kc_client_free(c->api);
-    kc_client_free(c->watch);
     kc_map_free(c->results, op_node_result_free);
     kc_map_free(c->event_at, free);
     kc_map_free(c->admitted, NULL);

@@ -50,8 +50,10 @@ void op_node_result_free(void *r);
 struct op_controller {
     op_controller_opts o;
     char *ns;
-    kc_client *api, *watch;
-    kc_pipe *pipe; /* the node reconciler's writes: pipelined on api, answered later */
+    /* The one client: watches, pipelined writes and blocking requests share its connection (one
+     * over HTTP/2) on the loop. */
+    kc_client *api;
+    kc_pipe *pipe; /* the node reconciler's writes, answered later on the loop (during run) */
     uv_loop_t loop;
     uv_async_t stop_async;
     uv_timer_t tick;
