@@ -19,8 +19,10 @@ typedef struct kc_url {
     char path[KC_URL_PATH_MAX]; /* prefix without trailing '/', "" for none */
 } kc_url;
 
-/* Parses an http(s) URL with a host, an optional port and an optional path. Refused, each with a
- * message quoting the URL and naming the fault (KC_EARG): another scheme, no host, credentials
+/* Parses an http(s) URL with a host, an optional port and an optional path (libcurl's URL parser,
+ * then our checks; the path comes normalized, dot segments resolved). Refused, each with a
+ * message quoting the URL and naming the fault (KC_EARG; libcurl's reason where it refused):
+ * another scheme, no host, credentials
  * ("user@"), a query or a fragment, a port that is not a number in 1..65535, an unclosed or
  * invalid IPv6 literal, characters that cannot appear in a URL (spaces, controls, non-ASCII),
  * and hosts or paths longer than the buffers above. Scheme matching ignores case. */
