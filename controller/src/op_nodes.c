@@ -539,6 +539,16 @@ static kc_code node_patch(op_controller *c, const char *name, json_t *patch, kc_
     return rc;
 }
 
+/* A reconcile of the node that could not finish (out of memory, a write refused): it runs again
+ * after the key's backoff (doubling per failure, Retry-After honoured), not at a fixed pace. */
+static long backoff(op_controller *c, const char *name, int retry_after_s)
+{
+    char key[300];
+    snprintf(key, sizeof(key), OP_NODE_PREFIX "%s", name);
+    op_requeue_failed(c, key, retry_after_s);
+    return OP_REQUEUED;
+}
+
 /* One step of a node's driver upgrade: a driver pod from an older template generation is
  * replaced node by node (at most maxParallelUpgrades at once, default 1): cordon, delete the pod
  * (the DaemonSet recreates it from the new template), wait for the new driver to validate,
@@ -596,12 +606,13 @@ static long driver_upgrade(op_controller *c, const json_t *node, const json_t *p
                 kc_delete(c->api, &KC_RES_PODS, c->ns, str_at(driver_pod, "metadata", "name"),
                           KC_PROPAGATE_BACKGROUND, NULL, &err);
             batch_sent(b, op_mono_ms());
-            if (rc != KC_OK && rc != KC_ENOTFOUND)
+            if (rc != KC_OK && rc != KC_ENOTFOUND) {
                 kc_warn("driver upgrade: cannot delete the driver pod", "node=%s err=\"%s\"", name,
                         err.msg);
-            else
-                kc_info("driver upgrade: driver pod deleted", "node=%s", name);
-            return 1000;
+                return backoff(c, name, err.retry_after_s);
+            }
+            kc_info("driver upgrade: driver pod deleted", "node=%s", name);
+            return 1000; /* until the new driver pod is there */
         }
     } else if (!strcmp(st, "validation-required")) {
         if (gate->stage > OP_STAGE_DRIVER || gate->phase == OP_NODE_DONE)
@@ -630,7 +641,7 @@ static long driver_upgrade(op_controller *c, const json_t *node, const json_t *p
             kc_map_remove(c->admitted, name); /* give the slot back */
             pthread_mutex_unlock(&c->mu);
         }
-        return 1000;
+        return backoff(c, name, err.retry_after_s);
     }
     kc_info("driver upgrade", "node=%s state=%s", name, next);
     if (!strcmp(next, "upgrade-done")) {
@@ -647,7 +658,7 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t
 {
     json_t *node = kc_informer_get(c->nodes, NULL, name);
     if (!node && kc_informer_has(c->nodes, NULL, name))
-        return 1000; /* cached but could not be read: out of memory */
+        return backoff(c, name, 0); /* cached but could not be read: out of memory */
     if (!node) {
         drop_result(c, name);
         op_enqueue(c, OP_KEY_STATUS, 200);
@@ -665,19 +676,19 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t
     op_gate_policy gp;
     kc_err err;
     if (!owner) {
-        again = 1000; /* out of memory */
+        again = backoff(c, name, 0); /* out of memory */
         goto done;
     }
     if (op_policy_gate(policy, c->ns, owner, &gp, &vimg, &err) != KC_OK) {
         /* The policy reconciler reports a spec error; out of memory is retried. */
         if (err.code == KC_ENOMEM)
-            again = 1000;
+            again = backoff(c, name, 0);
         goto done;
     }
     gp.backoff_base_ms = c->o.validation_backoff_ms;
     pods = op_node_pods(c, name);
     if (!pods || !overlay_expected(c, name, &node, pods)) {
-        again = 1000;
+        again = backoff(c, name, 0);
         goto done;
     }
     op_gate_in in = {.node = node, .now_ms = wall_ms()};
@@ -699,11 +710,11 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t
     }
     if (op_gate_node(&gp, &in, &out, &err) != KC_OK || !out.labels || !out.annotations ||
         !(batch = batch_new(c, name, ev, start))) {
-        again = 1000;
+        again = backoff(c, name, 0);
         goto done;
     }
     long up = driver_upgrade(c, node, policy, in.stage[OP_STAGE_DRIVER].operand_pod, &out, batch);
-    if (up >= 0 && (again < 0 || up < again))
+    if (up == OP_REQUEUED || (up >= 0 && again != OP_REQUEUED && (again < 0 || up < again)))
         again = up;
     /* What the writes will do is recorded first: the pipe may answer before this returns, and a
      * failed write drops the record. */
@@ -745,11 +756,18 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t
     }
     if (!sent) {
         drop_expectation(c, name);
-        again = 1000;
+        again = backoff(c, name, 0);
+    } else if (again != OP_REQUEUED && !label && !json_array_size(out.remove) &&
+               !json_array_size(out.create)) {
+        /* Nothing to write and nothing failed: the key's backoff starts over (a write's answer
+         * does this for reconciles that wrote). */
+        char key[300];
+        snprintf(key, sizeof(key), OP_NODE_PREFIX "%s", name);
+        kc_workqueue_forget(c->q, key);
     }
     if (out.phase == OP_NODE_FAILED && out.stage == OP_STAGE_MIG)
         explain_mig_failure(c, node, policy, &out);
-    if (out.requeue_ms >= 0 && (again < 0 || out.requeue_ms < again))
+    if (out.requeue_ms >= 0 && again != OP_REQUEUED && (again < 0 || out.requeue_ms < again))
         again = out.requeue_ms;
     op_node_result prev;
     set_result(c, name, &out, &prev);
