@@ -2,6 +2,7 @@
  * through OpenSSL, proxy, timeouts), the pool of idle handles blocking requests reuse, and the
  * mapping of libcurl's failures to the client's transport errors. */
 #include <stdio.h>
+#include <openssl/ssl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -205,6 +206,16 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
     return atomic_load(&c->cancelled) ? 1 : 0;
 }
 
+/* Every TLS connection's context: OpenSSL frees a connection's read and write buffers (about
+ * 33 KiB) while it is idle, which most watch and keep-alive connections are most of the time. */
+static CURLcode on_ssl_ctx(CURL *h, void *ctx, void *ud)
+{
+    (void)h;
+    (void)ud;
+    SSL_CTX_set_mode((SSL_CTX *)ctx, SSL_MODE_RELEASE_BUFFERS);
+    return CURLE_OK;
+}
+
 /* Connection behaviour common to every request. */
 static CURLcode set_transport(CURL *h, kc_client *c, long timeout_ms)
 {
@@ -220,6 +231,7 @@ static CURLcode set_transport(CURL *h, kc_client *c, long timeout_ms)
     SET(CURLOPT_XFERINFODATA, c);
     SET(CURLOPT_PROTOCOLS_STR, "http,https");
     SET(CURLOPT_SHARE, c->share);
+    SET(CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
     /* HTTP/2 through ALPN where the server offers it: a multi handle then multiplexes every
      * transfer on one connection (PIPEWAIT: wait for it rather than open another). Once the
      * server is known to answer HTTP/1.1 nothing waits: libcurl would hold a waiting transfer
