@@ -284,6 +284,29 @@ void ks_validate_labels(ks_verr *v, const json_t *labels, const char *path)
     }
 }
 
+void ks_validate_resource_names(ks_verr *v, const json_t *resources, const char *path,
+                                bool container)
+{
+    const char *k;
+    json_t *val;
+    ks_vmsg msgs[2];
+    char p[512];
+    json_object_foreach((json_t *)resources, k, val)
+    {
+        /* Names without a prefix are the standard ones (cpu, memory, pods, ...). */
+        if (!strchr(k, '/'))
+            continue;
+        snprintf(p, sizeof(p), "%s[%s]", path, k);
+        int n = ks_valid_qualified_name(k, msgs);
+        for (int i = 0; i < n; i++)
+            ks_verr_invalid_str(v, p, k, msgs[i]);
+        /* An extended resource must also make a valid quota name ("requests.<name>"). */
+        if (n && container && strncmp(k, "kubernetes.io/", 14) != 0 &&
+            strstr(k, ".kubernetes.io/") == NULL)
+            ks_verr_invalid_str(v, p, k, "doesn't follow extended resource name standard");
+    }
+}
+
 void ks_validate_label_selector(ks_verr *v, const json_t *sel, const char *path)
 {
     char p[512];
@@ -469,6 +492,15 @@ kc_code ks_admit(void *simp, const ks_rtype *t, const json_t *old, json_t *obj, 
         else if (t->schema)
             ks_crd_schema_check(&v, t->schema, obj);
         return ks_verr_finish(&v, group, kind, obj_name(obj), err);
+    }
+    /* Node capacity and allocatable: every name a resource name (a device plugin's '+' is not). */
+    if (!*group && strcmp(kind, "Node") == 0) {
+        const json_t *st = json_object_get(obj, "status");
+        ks_validate_resource_names(&v, json_object_get(st, "capacity"), "status.capacity", false);
+        ks_validate_resource_names(&v, json_object_get(st, "allocatable"), "status.allocatable",
+                                   false);
+        if (status_write || ks_verr_count(&v))
+            return ks_verr_finish(&v, group, kind, obj_name(obj), err);
     }
     if (status_write)
         return KC_OK;

@@ -109,6 +109,11 @@ int ks_valid_name(char rule, const char *s, ks_vmsg msgs[2]);
 void ks_validate_meta(ks_verr *v, const json_t *obj, char name_rule);
 /* Validates the labels object at field `path` (keys qualified names, values label values). */
 void ks_validate_labels(ks_verr *v, const json_t *labels, const char *path);
+/* Checks the names of a resource list (a Node's capacity, a container's limits) at path, as the
+ * API server's validateResourceName does: a prefixed name must be a qualified name ("<path>[name]:
+ * Invalid value: ..."); `container` adds the extended-resource check of container resources. */
+void ks_validate_resource_names(ks_verr *v, const json_t *resources, const char *path,
+                                bool container);
 /* Validates a metav1.LabelSelector at `path`. */
 void ks_validate_label_selector(ks_verr *v, const json_t *sel, const char *path);
 

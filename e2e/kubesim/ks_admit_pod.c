@@ -388,6 +388,11 @@ static void container_validate(ks_verr *v, const json_t *spec, const json_t *c, 
         port_number_check(v, json_object_get(port, "hostPort"), p, false);
         enum_check(v, port, "protocol", pp, PROTOCOLS);
     }
+    const json_t *res = json_object_get(c, "resources");
+    snprintf(p, sizeof(p), "%s.resources.limits", path);
+    ks_validate_resource_names(v, json_object_get(res, "limits"), p, true);
+    snprintf(p, sizeof(p), "%s.resources.requests", path);
+    ks_validate_resource_names(v, json_object_get(res, "requests"), p, true);
     const json_t *env = json_object_get(c, "env");
     for (size_t i = 0; i < json_array_size(env); i++) {
         if (!*ks_str(json_array_get(env, i), "name")) {

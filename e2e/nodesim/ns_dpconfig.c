@@ -419,10 +419,11 @@ kc_code ns_dp_advertise(const ns_dpconfig *cfg, ns_mig_strategy strategy, const 
             }
             for (size_t i = 0; rc == KC_OK && i < model->n_profiles && i < NS_GPU_MAX_PROFILES;
                  i++) {
-                char name[96];
+                char name[96], mn[64];
                 if (mig[g].counts[i] <= 0)
                     continue;
-                snprintf(name, sizeof(name), "nvidia.com/mig-%s", model->profiles[i].name);
+                snprintf(name, sizeof(name), "nvidia.com/mig-%s",
+                         ns_gpu_mig_name(&model->profiles[i], mn, sizeof(mn)));
                 rc = add_count(res, name, mig[g].counts[i]);
             }
         }

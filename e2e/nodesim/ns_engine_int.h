@@ -42,6 +42,9 @@ typedef struct ns_simnode {
     char mm_pod_uid[64];  /* for that MIG manager pod */
     char mm_target[128];
     ns_mp_gpu_state mm_new[NS_MAX_GPUS];
+    /* Why creating the instances will fail (a layout NVML cannot place, a profile the GPU lacks):
+     * as with mig-parted, known only once applying, after pending; "" when it will not. */
+    char mm_apply_err[512];
     uint64_t mm_deadline;
     uint32_t mm_paused; /* client deploy labels this node's MIG manager paused */
     /* reboot */

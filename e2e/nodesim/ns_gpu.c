@@ -1,4 +1,5 @@
-/* ns_gpu: nodesim's built-in table of GPU models, their MIG profiles, and the layout-fit check. */
+/* ns_gpu: lookups in nodesim's table of GPU models (ns_gpu_models.c) and the MIG layout-fit
+ * check, which places instances as NVML does. */
 #include "ns_gpu.h"
 
 #include <ctype.h>
@@ -6,94 +7,32 @@
 #include <string.h>
 #include <strings.h>
 
-/* Profile memory is published in GiB; GFD labels MiB. */
-#define GIB(x) ((int)((x)*1024.0 + 0.5))
-
-/* Memory slices: 1g profiles take 1 (the doubled-memory 1g take 2), 2g take 2, 4g take 4, 7g all 8.
- * 3g profiles are counted as 3 here, not NVIDIA's 4/8: the project's reference facts declare
- * 2×3g.20gb + 1×1g.5gb a valid A100 layout, which only holds with 3. */
-static const ns_mig_profile a100_40gb[] = {
-    {"1g.5gb", 7, GIB(4.75), 14, 1, 1, 0},   {"1g.5gb+me", 1, GIB(4.75), 14, 1, 1, 1},
-    {"1g.10gb", 4, GIB(9.62), 14, 1, 2, 0},  {"2g.10gb", 3, GIB(9.62), 28, 2, 2, 0},
-    {"3g.20gb", 2, GIB(19.5), 42, 3, 3, 0},  {"4g.20gb", 1, GIB(19.5), 56, 4, 4, 0},
-    {"7g.40gb", 1, GIB(39.25), 98, 7, 8, 0},
-};
-static const ns_mig_profile a100_80gb[] = {
-    {"1g.10gb", 7, GIB(9.75), 14, 1, 1, 0},  {"1g.10gb+me", 1, GIB(9.75), 14, 1, 1, 1},
-    {"1g.20gb", 4, GIB(19.5), 14, 1, 2, 0},  {"2g.20gb", 3, GIB(19.5), 28, 2, 2, 0},
-    {"3g.40gb", 2, GIB(39.25), 42, 3, 3, 0}, {"4g.40gb", 1, GIB(39.25), 56, 4, 4, 0},
-    {"7g.80gb", 1, GIB(79), 98, 7, 8, 0},
-};
-static const ns_mig_profile h100_80gb[] = {
-    {"1g.10gb", 7, GIB(9.75), 16, 1, 1, 0},   {"1g.10gb+me", 1, GIB(9.75), 16, 1, 1, 1},
-    {"1g.20gb", 4, GIB(19.62), 26, 1, 2, 0},  {"2g.20gb", 3, GIB(19.62), 32, 2, 2, 0},
-    {"3g.40gb", 2, GIB(39.5), 60, 3, 3, 0},   {"4g.40gb", 1, GIB(39.5), 64, 4, 4, 0},
-    {"7g.80gb", 1, GIB(79.25), 132, 7, 8, 0},
-};
-/* H100 NVL: names, maxima and SM counts follow NVIDIA's MIG user guide; the per-instance memory
- * (GiB) is approximate: not confirmed against nvidia-smi output. */
-static const ns_mig_profile h100_nvl[] = {
-    {"1g.12gb", 7, GIB(10.75), 16, 1, 1, 0},  {"1g.12gb+me", 1, GIB(10.75), 16, 1, 1, 1},
-    {"1g.24gb", 4, GIB(21.75), 26, 1, 2, 0},  {"2g.24gb", 3, GIB(21.75), 32, 2, 2, 0},
-    {"3g.47gb", 2, GIB(46.38), 60, 3, 3, 0},  {"4g.47gb", 1, GIB(46.38), 64, 4, 4, 0},
-    {"7g.94gb", 1, GIB(93.12), 132, 7, 8, 0},
-};
-static const ns_mig_profile h200[] = {
-    {"1g.18gb", 7, GIB(16), 16, 1, 1, 0},       {"1g.18gb+me", 1, GIB(16), 16, 1, 1, 1},
-    {"1g.35gb", 4, GIB(32.25), 26, 1, 2, 0},    {"2g.35gb", 3, GIB(32.25), 32, 2, 2, 0},
-    {"3g.71gb", 2, GIB(69.5), 60, 3, 3, 0},     {"4g.71gb", 1, GIB(69.5), 64, 4, 4, 0},
-    {"7g.141gb", 1, GIB(139.75), 132, 7, 8, 0},
-};
-/* A30: 4 compute and 4 memory slices. Per-instance memory (GiB) is approximate: not confirmed
- * against nvidia-smi output. */
-static const ns_mig_profile a30[] = {
-    {"1g.6gb", 4, GIB(5.81), 14, 1, 1, 0},   {"1g.6gb+me", 1, GIB(5.81), 14, 1, 1, 1},
-    {"2g.12gb", 2, GIB(11.69), 28, 2, 2, 0}, {"2g.12gb+me", 1, GIB(11.69), 28, 2, 2, 1},
-    {"4g.24gb", 1, GIB(23.44), 56, 4, 4, 0},
-};
-
-#define PROFILES(p) (p), sizeof(p) / sizeof((p)[0])
-#define NO_MIG      0, 0, 0, NULL, 0
-
-/* Whole-GPU memory is the marketed size in GiB × 1024 (GFD would report NVML's slightly smaller
- * figure; the simulation does not need that precision). */
-static const ns_gpu_model models[] = {
-    {"A100-SXM4-40GB", "NVIDIA-A100-SXM4-40GB", 0x20B010DE, 40960, "ampere", 8, 0, 1, 7, 8,
-     PROFILES(a100_40gb)},
-    {"A100-PCIE-40GB", "NVIDIA-A100-PCIE-40GB", 0x20F110DE, 40960, "ampere", 8, 0, 1, 7, 8,
-     PROFILES(a100_40gb)},
-    {"A100-SXM4-80GB", "NVIDIA-A100-SXM4-80GB", 0x20B210DE, 81920, "ampere", 8, 0, 1, 7, 8,
-     PROFILES(a100_80gb)},
-    {"A30", "NVIDIA-A30", 0x20B710DE, 24576, "ampere", 8, 0, 1, 4, 4, PROFILES(a30)},
-    {"H100-80GB-HBM3", "NVIDIA-H100-80GB-HBM3", 0x233010DE, 81920, "hopper", 9, 0, 1, 7, 8,
-     PROFILES(h100_80gb)},
-    {"H100-NVL", "NVIDIA-H100-NVL", 0x232110DE, 96256, "hopper", 9, 0, 1, 7, 8, PROFILES(h100_nvl)},
-    {"H200", "NVIDIA-H200", 0x233510DE, 144384, "hopper", 9, 0, 1, 7, 8, PROFILES(h200)},
-    {"Tesla-T4", "Tesla-T4", 0x1EB810DE, 16384, "turing", 7, 5, NO_MIG},
-    {"Tesla-V100-SXM2-16GB", "Tesla-V100-SXM2-16GB", 0x1DB110DE, 16384, "volta", 7, 0, NO_MIG},
-    {"L4", "NVIDIA-L4", 0x27B810DE, 24576, "ada-lovelace", 8, 9, NO_MIG},
-};
-#define N_MODELS (sizeof(models) / sizeof(models[0]))
-
 /* Short names people type, mapped to our spelling. */
 static const struct {
     const char *alias, *name;
 } aliases[] = {
-    {"V100", "Tesla-V100-SXM2-16GB"},     {"V100-SXM2-16GB", "Tesla-V100-SXM2-16GB"},
-    {"H100", "H100-80GB-HBM3"},           {"H100-SXM5", "H100-80GB-HBM3"},
-    {"H100-SXM5-80GB", "H100-80GB-HBM3"}, {"H200-141GB", "H200"},
-    {"A100", "A100-SXM4-40GB"},           {"A100-80GB", "A100-SXM4-80GB"},
+    {"V100", "Tesla-V100-SXM2-16GB"},
+    {"V100-SXM2-16GB", "Tesla-V100-SXM2-16GB"},
+    {"H100", "H100-80GB-HBM3"},
+    {"H100-SXM5", "H100-80GB-HBM3"},
+    {"H100-SXM5-80GB", "H100-80GB-HBM3"},
+    {"H200-141GB", "H200"},
+    {"A100", "A100-SXM4-40GB"},
+    {"A100-80GB", "A100-SXM4-80GB"},
     {"A100-40GB", "A100-SXM4-40GB"},
+    {"H800", "H800-80GB-HBM3"},
+    {"GH200", "GH200-96GB"},
+    {"RTX-PRO-6000-Blackwell", "RTX-PRO-6000"},
 };
 
 size_t ns_gpu_model_count(void)
 {
-    return N_MODELS;
+    return ns_gpu_n_models;
 }
 
 const ns_gpu_model *ns_gpu_model_at(size_t i)
 {
-    return i < N_MODELS ? &models[i] : NULL;
+    return i < ns_gpu_n_models ? &ns_gpu_models[i] : NULL;
 }
 
 static int sep(char c)
@@ -130,10 +69,10 @@ const ns_gpu_model *ns_gpu_find(const char *name)
     if (!name)
         return NULL;
     const char *bare = strip_prefix(name);
-    for (size_t i = 0; i < N_MODELS; i++) {
-        if (name_eq(name, models[i].name) || name_eq(name, models[i].product) ||
-            name_eq(bare, strip_prefix(models[i].name)))
-            return &models[i];
+    for (size_t i = 0; i < ns_gpu_n_models; i++) {
+        if (name_eq(name, ns_gpu_models[i].name) || name_eq(name, ns_gpu_models[i].product) ||
+            name_eq(bare, strip_prefix(ns_gpu_models[i].name)))
+            return &ns_gpu_models[i];
     }
     for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++) {
         if (name_eq(bare, aliases[i].alias))
@@ -144,9 +83,9 @@ const ns_gpu_model *ns_gpu_find(const char *name)
 
 const ns_gpu_model *ns_gpu_find_pci(uint32_t pci_id)
 {
-    for (size_t i = 0; i < N_MODELS; i++) {
-        if (models[i].pci_id == pci_id)
-            return &models[i];
+    for (size_t i = 0; i < ns_gpu_n_models; i++) {
+        if (ns_gpu_models[i].pci_id == pci_id)
+            return &ns_gpu_models[i];
     }
     return NULL;
 }
@@ -194,42 +133,122 @@ static const char *article(const ns_gpu_model *m)
     return strncmp(m->name, "Tesla", 5) == 0 ? "a" : "an";
 }
 
-kc_code ns_gpu_layout_fits(const ns_gpu_model *model, const int *counts, kc_err *err)
+const char *ns_gpu_mig_name(const ns_mig_profile *p, char *buf, size_t size)
 {
-    char layout[256];
+    if (size == 0)
+        return buf;
+    snprintf(buf, size, "%s", p && p->name ? p->name : "");
+    for (char *c = buf; *c; c++)
+        if (*c == '+')
+            *c = '.';
+    return buf;
+}
+
+/* One instance to place: its profile. */
+typedef struct {
+    const ns_mig_profile *p;
+    int profile;
+} instance;
+
+/* Gives instances[i..n) non-overlapping placements on the memory slices not in `used`; start[]
+ * receives each one's first slice. Depth-first over each profile's placements, as few as 7
+ * instances on 8 slices keep this small. */
+static int place(const instance *in, size_t i, size_t n, unsigned used, int *start)
+{
+    if (i == n)
+        return 1;
+    const ns_mig_profile *p = in[i].p;
+    unsigned span = (1u << p->memory_slices) - 1;
+    for (int k = 0; k < 32; k++) {
+        unsigned mask = span << k;
+        if (!(p->starts >> k & 1u) || (used & mask))
+            continue;
+        /* Instances of one profile take increasing placements: the same sets in another order
+         * are not worth trying again. */
+        if (i > 0 && in[i - 1].p == p && start[i - 1] >= k)
+            continue;
+        start[i] = k;
+        if (place(in, i + 1, n, used | mask, start))
+            return 1;
+    }
+    return 0;
+}
+
+static kc_code insufficient(kc_err *err, const ns_mig_profile *p)
+{
+    return kc_err_set(err, KC_EINVALID,
+                      "error setting MIGConfig: error attempting multiple config orderings: error "
+                      "creating GPU instance for '%s': Insufficient Resources",
+                      p->name);
+}
+
+kc_code ns_gpu_layout_place(const ns_gpu_model *model, const int *counts, int *placed,
+                            size_t n_placed, kc_err *err)
+{
     if (!model || !counts)
         return kc_err_set(err, KC_EARG, "ns_gpu_layout_fits: model and counts are required");
-    ns_gpu_layout_str(model, counts, layout, sizeof(layout));
-    int compute = 0, memory = 0, media = 0, any = 0;
+    instance in[64];
+    size_t n = 0;
+    int compute = 0, media = 0;
     for (size_t i = 0; i < model->n_profiles; i++) {
         const ns_mig_profile *p = &model->profiles[i];
         if (counts[i] < 0)
             return kc_err_set(err, KC_EINVALID, "%s: count %d must not be negative", p->name,
                               counts[i]);
-        any |= counts[i] > 0;
+        /* NVML refuses the instance past the profile's limit, the second media-extension one
+         * and the one the compute slices no longer hold. */
+        if (counts[i] > p->max_count)
+            return insufficient(err, p);
+        media += p->media_extension ? counts[i] : 0;
+        if (p->media_extension && media > 1)
+            return insufficient(err, p);
         compute += counts[i] * p->compute_slices;
-        memory += counts[i] * p->memory_slices;
-        if (p->media_extension)
-            media += counts[i];
+        if (compute > model->compute_slices)
+            return insufficient(err, p);
+        for (int c = 0; c < counts[i] && n < sizeof(in) / sizeof(in[0]); c++)
+            in[n++] = (instance){p, (int)i};
     }
-    if (any && !model->mig_capable)
+    if (n && !model->mig_capable)
         return kc_err_set(err, KC_EINVALID, "%s %s does not support MIG", article(model),
                           model->name);
-    /* Slices first: they name the real obstacle ("3×3g.20gb needs 9 compute slices"). */
-    if (compute > model->compute_slices)
-        return kc_err_set(err, KC_EINVALID, "%s needs %d compute slices, %s %s has %d", layout,
-                          compute, article(model), model->name, model->compute_slices);
-    if (memory > model->memory_slices)
-        return kc_err_set(err, KC_EINVALID, "%s needs %d memory slices, %s %s has %d", layout,
-                          memory, article(model), model->name, model->memory_slices);
-    for (size_t i = 0; i < model->n_profiles; i++) {
-        const ns_mig_profile *p = &model->profiles[i];
-        if (counts[i] > p->max_count)
-            return kc_err_set(err, KC_EINVALID, "%d×%s exceeds the maximum of %d per GPU on %s %s",
-                              counts[i], p->name, p->max_count, article(model), model->name);
+    /* Larger instances first: they have the fewest placements. */
+    for (size_t i = 1; i < n; i++) {
+        for (size_t j = i; j > 0 && in[j - 1].p->memory_slices < in[j].p->memory_slices; j--) {
+            instance t = in[j];
+            in[j] = in[j - 1];
+            in[j - 1] = t;
+        }
     }
-    if (media > 1)
-        return kc_err_set(err, KC_EINVALID, "%s has %d +me instances, a GPU holds at most one",
-                          layout, media);
+    int start[64];
+    if (!place(in, 0, n, 0, start)) {
+        /* The instance NVML refuses: the first one that no longer finds a free placement when
+         * they are created in that order. */
+        unsigned used = 0;
+        for (size_t i = 0; i < n; i++) {
+            int ok = 0;
+            for (int k = 0; k < 32 && !ok; k++) {
+                unsigned mask = ((1u << in[i].p->memory_slices) - 1) << k;
+                if ((in[i].p->starts >> k & 1u) && !(used & mask)) {
+                    used |= mask;
+                    ok = 1;
+                }
+            }
+            if (!ok)
+                return insufficient(err, in[i].p);
+        }
+        return insufficient(err, in[n - 1].p);
+    }
+    /* Report the starts in profile order. */
+    size_t out = 0;
+    for (size_t i = 0; placed && i < model->n_profiles; i++) {
+        for (size_t j = 0; j < n; j++)
+            if (in[j].profile == (int)i && out < n_placed)
+                placed[out++] = start[j];
+    }
     return KC_OK;
+}
+
+kc_code ns_gpu_layout_fits(const ns_gpu_model *model, const int *counts, kc_err *err)
+{
+    return ns_gpu_layout_place(model, counts, NULL, 0, err);
 }

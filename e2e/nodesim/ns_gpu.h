@@ -1,4 +1,5 @@
-/* ns_gpu: nodesim's built-in table of GPU models, their MIG profiles, and the layout-fit check. */
+/* ns_gpu: nodesim's built-in table of GPU models (ns_gpu_models.c), their MIG profiles, and the
+ * placement-based layout-fit check. */
 #ifndef NS_GPU_H
 #define NS_GPU_H
 
@@ -8,17 +9,20 @@
 #include "kc_error.h"
 
 /* The most profiles any model in the table has (per-GPU count arrays are this long). */
-#define NS_GPU_MAX_PROFILES 8
+#define NS_GPU_MAX_PROFILES 12
 
-/* One MIG GPU-instance profile of a model. */
+/* One MIG GPU-instance profile of a model, as NVML describes it. */
 typedef struct ns_mig_profile {
-    const char *name;    /* "1g.5gb", "1g.5gb+me" */
+    const char *name;    /* "1g.5gb", "1g.5gb+me" (mig-parted's and nvidia-smi's spelling) */
+    int id;              /* the GPU-instance profile id nvidia-smi lists; -1 when not known */
     int max_count;       /* instances of this profile one GPU can hold */
     int memory_mib;      /* memory of one instance, as GFD labels it */
     int multiprocessors; /* SMs of one instance */
     int compute_slices;  /* the "Ng" number */
-    int memory_slices;   /* memory slices one instance takes */
-    int media_extension; /* 1 for +me variants: at most one per GPU */
+    int memory_slices;   /* memory slices one instance takes (the placements' size) */
+    int media_extension; /* 1 for +me and +me.all variants: at most one per GPU */
+    unsigned starts;     /* placements NVML offers: bit i set when an instance may start at
+                            memory slice i */
 } ns_mig_profile;
 
 /* One GPU model. All strings and the profile array are static. */
@@ -36,6 +40,10 @@ typedef struct ns_gpu_model {
     size_t n_profiles;
 } ns_gpu_model;
 
+/* The table itself (ns_gpu_models.c); use the functions below. */
+extern const ns_gpu_model ns_gpu_models[];
+extern const size_t ns_gpu_n_models;
+
 /* The table: ns_gpu_model_count() models, reachable by index. */
 size_t ns_gpu_model_count(void);
 const ns_gpu_model *ns_gpu_model_at(size_t i);
@@ -52,11 +60,25 @@ const ns_gpu_model *ns_gpu_find_pci(uint32_t pci_id);
 int ns_gpu_profile_index(const ns_gpu_model *model, const char *profile);
 
 /* Decides whether one GPU of `model` can hold `counts` (counts[i] instances of
- * model->profiles[i]; model->n_profiles entries): compute and memory slices within the GPU's,
- * each count within its profile's maximum, at most one +me instance. KC_OK when it fits, else
- * KC_EINVALID with a message such as "3×3g.20gb needs 9 compute slices, an A100-SXM4-40GB has 7".
- * A model without MIG fits only the empty layout. */
+ * model->profiles[i]; model->n_profiles entries): every instance must get one of its profile's
+ * placements without overlapping another's memory slices, compute slices must stay within the
+ * GPU's, and each count within its profile's maximum (at most one +me instance). KC_OK when it
+ * fits, else KC_EINVALID with mig-parted's message for a GPU instance NVML refuses:
+ * "error setting MIGConfig: error attempting multiple config orderings: error creating GPU
+ * instance for '1g.5gb': Insufficient Resources". A model without MIG fits only the empty layout.
+ */
 kc_code ns_gpu_layout_fits(const ns_gpu_model *model, const int *counts, kc_err *err);
+
+/* As ns_gpu_layout_fits; on success placed[] (n_placed entries at most) receives the first memory
+ * slice given to each instance, in profile order (counts[0] starts of profile 0, then profile 1's,
+ * ...). placed may be NULL. */
+kc_code ns_gpu_layout_place(const ns_gpu_model *model, const int *counts, int *placed,
+                            size_t n_placed, kc_err *err);
+
+/* The resource and label name of a MIG profile, as NVIDIA's device plugin and GFD spell it: the
+ * profile name with each '+' made '.' ("1g.5gb+me" -> "1g.5gb.me"), since a '+' is not allowed
+ * in a Kubernetes resource name. Writes into buf (NUL-terminated, truncated); returns buf. */
+const char *ns_gpu_mig_name(const ns_mig_profile *p, char *buf, size_t size);
 
 /* Writes the layout as "3g.20gb + 2×1g.5gb" into buf (NUL-terminated, truncated); returns buf. */
 const char *ns_gpu_layout_str(const ns_gpu_model *model, const int *counts, char *buf, size_t size);

@@ -68,9 +68,9 @@ kc_code ns_migparted_apply(const ns_migparted *mp, const char *name,
                            const ns_gpu_model *const *models, size_t n_gpus,
                            ns_mp_gpu_state *states, kc_err *err);
 
-/* The default config NVIDIA-style operators ship (ConfigMap default-mig-parted-config, key
- * config.yaml): all-disabled, all-enabled, all-balanced and all-<profile> for every profile of
- * every MIG model in ns_gpu's table. A static string. */
+/* The default config NVIDIA's GPU Operator ships (ConfigMap default-mig-parted-config, key
+ * config.yaml; v26.7.0): all-disabled, all-enabled, all-balanced with an entry per device id and
+ * the all-<profile> configs, most of them for every GPU (`devices: all`). A static string. */
 const char *ns_migparted_default_yaml(void);
 
 #endif

@@ -250,7 +250,9 @@ json_t *ns_gfd_labels(const ns_gfd_input *in)
             valid = 0;
         if (valid) {
             const ns_mig_profile *pr = &m->profiles[profile];
-            snprintf(prod, sizeof(prod), "%s-MIG-%s", m->product, pr->name);
+            char mn[64];
+            snprintf(prod, sizeof(prod), "%s-MIG-%s", m->product,
+                     ns_gpu_mig_name(pr, mn, sizeof(mn)));
             product = prod;
             count = totals[profile];
             memory = pr->memory_mib;
@@ -270,13 +272,16 @@ json_t *ns_gfd_labels(const ns_gfd_input *in)
         for (size_t p = 0; p < m->n_profiles; p++) {
             if (!totals[p])
                 continue;
-            char prefix[96];
-            snprintf(prefix, sizeof(prefix), "nvidia.com/mig-%s", m->profiles[p].name);
+            /* GFD and the device plugin name a profile as its resource: "1g.5gb+me" is
+             * mig-1g.5gb.me. */
+            char prefix[96], mn[64];
+            snprintf(prefix, sizeof(prefix), "nvidia.com/mig-%s",
+                     ns_gpu_mig_name(&m->profiles[p], mn, sizeof(mn)));
             profile_labels(l, prefix, &m->profiles[p], totals[p]);
             char res[96];
             const char *kind = NULL;
             int renamed = 0;
-            snprintf(res, sizeof(res), "nvidia.com/mig-%s", m->profiles[p].name);
+            snprintf(res, sizeof(res), "%s", prefix);
             const ns_dp_resource *sr = sharing_for(in->sharing, res, &kind, &renamed);
             char k[160];
             snprintf(k, sizeof(k), "%s.replicas", prefix);

@@ -290,11 +290,20 @@ static bool mm_resolve(step *s, const json_t *pod, char *why, size_t why_size)
         for (int i = 0; i < n->g->gpus && i < NS_MAX_GPUS; i++)
             models[i] = n->g->model;
         memcpy(n->mm_new, n->mig, sizeof(n->mm_new));
-        if (ns_migparted_apply(mp, n->mm_target, models, (size_t)n->g->gpus, n->mm_new, &err) !=
-            KC_OK)
-            snprintf(why, why_size, "%s", err.msg);
-        else
+        n->mm_apply_err[0] = '\0';
+        kc_code rc =
+            ns_migparted_apply(mp, n->mm_target, models, (size_t)n->g->gpus, n->mm_new, &err);
+        if (rc == KC_EINVALID) {
+            /* The layout is refused when the instances are created: pending first, then failed,
+             * the GPUs as they were. */
+            snprintf(n->mm_apply_err, sizeof(n->mm_apply_err), "%s", err.msg);
+            memcpy(n->mm_new, n->mig, sizeof(n->mm_new));
             ok = true;
+        } else if (rc != KC_OK) {
+            snprintf(why, why_size, "%s", err.msg);
+        } else {
+            ok = true;
+        }
     }
     ns_migparted_free(mp);
     json_decref(cm);
@@ -348,7 +357,7 @@ static void mig_manager(step *s)
             mm_finish(s, false, why);
             return;
         }
-        if (memcmp(n->mm_new, n->mig, sizeof(n->mig)) == 0) {
+        if (!n->mm_apply_err[0] && memcmp(n->mm_new, n->mig, sizeof(n->mig)) == 0) {
             mm_finish(s, true, NULL); /* already applied */
             return;
         }
@@ -430,6 +439,10 @@ static void mig_manager(step *s)
     if (n->faults.mig_fail) {
         mm_finish(s, false,
                   "creating GPU instances failed: Insufficient Resources (injected fault)");
+        return;
+    }
+    if (n->mm_apply_err[0]) {
+        mm_finish(s, false, n->mm_apply_err);
         return;
     }
     memcpy(n->mig, n->mm_new, sizeof(n->mig));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # nodesim: fleet registration, and the MIG manager's label state machine under the mixed
 # strategy with NVIDIA's components placed by hand: all-balanced → 16/8/8, all-1g.5gb → 56 and
-# no whole GPUs, a made-up config → failed with clients restored, a failing apply → failed.
+# no whole GPUs, a made-up config → failed with clients restored, a layout NVML cannot place →
+# failed with mig-parted's message, a failing apply → failed.
 source "$(dirname "$0")/../lib.sh"
 source "$E2E_ROOT/lib_gpu.sh"
 
@@ -68,6 +69,23 @@ until_eq "state failed" "failed" 30 node_label p4d-0 nvidia.com/mig.config.state
 for l in device-plugin gpu-feature-discovery; do
     assert_eq "$l restored" "true" "$(node_label p4d-0 nvidia.com/gpu.deploy.$l)"
 done
+assert_eq "layout kept" "nvidia.com/gpu=0 nvidia.com/mig-1g.5gb=56" "$(node_gpu_resources p4d-0)"
+
+step "a layout NVML cannot place (2×3g.20gb + 1g.5gb per A100): pending, then failed with mig-parted's message"
+{
+    cat "$E2E_DIR/mig-parted-config.yaml"
+    printf '  halves-and-one:\n    - devices: all\n      mig-enabled: true\n'
+    printf '      mig-devices: {"3g.20gb": 2, "1g.5gb": 1}\n'
+} >"$E2E_DIR/mig-parted-custom.yaml"
+k create configmap default-mig-parted-config -n gpu-operator --dry-run=client -o yaml \
+    --from-file=config.yaml="$E2E_DIR/mig-parted-custom.yaml" | k apply -f - >/dev/null 2>&1
+k label node p4d-0 nvidia.com/mig.config.state- >/dev/null
+k label node p4d-0 nvidia.com/mig.config=halves-and-one --overwrite >/dev/null
+until_eq "state pending" "pending" 20 node_label p4d-0 nvidia.com/mig.config.state
+until_eq "state failed" "failed" 60 node_label p4d-0 nvidia.com/mig.config.state
+assert_contains "nodesim says why" "config=halves-and-one reason=\"mig-configs.halves-and-one: GPU 0: error setting MIGConfig: error attempting multiple config orderings: error creating GPU instance for '1g.5gb': Insufficient Resources\"" \
+    "$(cat "$E2E_DIR/nodesim.log")"
+until_eq "device plugin restored" "true" 10 node_label p4d-0 nvidia.com/gpu.deploy.device-plugin
 assert_eq "layout kept" "nvidia.com/gpu=0 nvidia.com/mig-1g.5gb=56" "$(node_gpu_resources p4d-0)"
 
 step "an apply that fails on the GPU: failed after pausing, clients restored"

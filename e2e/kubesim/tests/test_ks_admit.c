@@ -681,3 +681,47 @@ Test(ks_admit, go_rendering)
     free(s);
     json_decref(sel);
 }
+
+#define QNAME_MSG                                                                                  \
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "  \
+    "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for " \
+    "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+
+/* A resource name with a '+' (a MIG profile such as 1g.5gb+me, unconverted) is not a qualified
+ * name: refused in a Node's status, whose writes come through the status subresource, and in a
+ * container's limits, as the API server's validateResourceName refuses it. */
+Test(ks_admit, resource_names)
+{
+    ks_rtype t = rtype("", "Node");
+    kc_err e;
+    json_t *node = J("{'metadata':{'name':'n1'},'status':{'capacity':{'cpu':'8',"
+                     "'nvidia.com/mig-1g.5gb+me':'8','nvidia.com/mig-1g.5gb.me':'8'},"
+                     "'allocatable':{'nvidia.com/mig-1g.5gb.me':'8'}}}");
+    kc_err_clear(&e);
+    cr_assert_eq(ks_admit(NULL, &t, node, node, true, &e), KC_EINVALID);
+    cr_assert_str_eq(ks_admit_message(&e),
+                     "Node \"n1\" is invalid: status.capacity[nvidia.com/mig-1g.5gb+me]: Invalid "
+                     "value: \"nvidia.com/mig-1g.5gb+me\": " QNAME_MSG);
+    cr_assert_eq(e.http_status, 422);
+    json_object_del(json_object_get(json_object_get(node, "status"), "capacity"),
+                    "nvidia.com/mig-1g.5gb+me");
+    kc_err_clear(&e);
+    cr_assert_eq(ks_admit(NULL, &t, node, node, true, &e), KC_OK, "%s", e.msg);
+    cr_assert_eq(admit(NULL, "", "Node", NULL, node, &e), KC_OK, "%s", e.msg);
+    json_decref(node);
+    invalid("", "Pod", NULL,
+            J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c','image':'i',"
+              "'resources':{'limits':{'nvidia.com/mig-1g.5gb+me':'1'}}}]}}"),
+            "Pod \"p\" is invalid: [spec.containers[0].resources.limits[nvidia.com/mig-1g.5gb+me]: "
+            "Invalid value: \"nvidia.com/mig-1g.5gb+me\": " QNAME_MSG
+            ", spec.containers[0].resources.limits[nvidia.com/mig-1g.5gb+me]: Invalid value: "
+            "\"nvidia.com/mig-1g.5gb+me\": doesn't follow extended resource name standard, "
+            /* requests default to the limits before validation */
+            "spec.containers[0].resources.requests[nvidia.com/mig-1g.5gb+me]: Invalid value: "
+            "\"nvidia.com/mig-1g.5gb+me\": " QNAME_MSG
+            ", spec.containers[0].resources.requests[nvidia.com/mig-1g.5gb+me]: Invalid value: "
+            "\"nvidia.com/mig-1g.5gb+me\": doesn't follow extended resource name standard]");
+    ok("", "Pod",
+       J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c','image':'i',"
+         "'resources':{'limits':{'nvidia.com/mig-1g.5gb.me':'1'}}}]}}"));
+}

@@ -231,6 +231,15 @@ Test(ns_dpconfig, mig_strategies)
     cr_assert_eq(count(res, "nvidia.com/mig-1g.5gb"), 49);
     cr_assert_eq(count(res, "nvidia.com/gpu"), 1);
     json_decref(res);
+    /* A +me profile is advertised as NVIDIA's device plugin names it ('+' is not allowed in a
+     * resource name): 1g.10gb+me is nvidia.com/mig-1g.10gb.me. */
+    const ns_gpu_model *h100 = ns_gpu_find("H100-80GB-HBM3");
+    resolve("H100-80GB-HBM3", 2, "all-1g.10gb.me", st);
+    cr_assert_eq(ns_dp_advertise(NULL, NS_MIG_MIXED, h100, 2, st, &res, &err), KC_OK, "%s",
+                 err.msg);
+    cr_assert_eq(count(res, "nvidia.com/mig-1g.10gb.me"), 2);
+    cr_assert_null(json_object_get(res, "nvidia.com/mig-1g.10gb+me"));
+    json_decref(res);
 }
 
 Test(ns_dpconfig, sharing_mig_devices)

@@ -20,7 +20,7 @@ static void layout(const ns_gpu_model *m, int *counts, const char *first, ...)
 
 Test(ns_gpu, table_facts)
 {
-    cr_assert_eq(ns_gpu_model_count(), 10);
+    cr_assert_eq(ns_gpu_model_count(), 30);
     const ns_gpu_model *a100 = ns_gpu_find("A100-SXM4-40GB");
     cr_assert_not_null(a100);
     cr_assert_eq(a100->pci_id, 0x20B010DE);
@@ -55,8 +55,22 @@ Test(ns_gpu, table_facts)
         cr_assert_eq(m->pci_id & 0xFFFF, 0x10DE, "%s", m->name);
         cr_assert_eq(ns_gpu_find_pci(m->pci_id), m, "%s", m->name);
         cr_assert_eq(m->mig_capable, m->n_profiles > 0);
+        /* Placements lie inside the GPU and offer room for the profile's maximum. */
+        for (size_t q = 0; q < m->n_profiles; q++) {
+            const ns_mig_profile *pr = &m->profiles[q];
+            cr_assert_geq(__builtin_popcount(pr->starts), pr->max_count, "%s %s", m->name,
+                          pr->name);
+            cr_assert_eq(pr->starts >> (m->memory_slices - pr->memory_slices + 1), 0, "%s %s",
+                         m->name, pr->name);
+            /* Every profile fits alone, as many times as its maximum. */
+            int c[NS_GPU_MAX_PROFILES] = {0};
+            kc_err err;
+            c[q] = pr->max_count;
+            cr_assert_eq(ns_gpu_layout_fits(m, c, &err), KC_OK, "%s %s: %s", m->name, pr->name,
+                         err.msg);
+        }
     }
-    cr_assert_null(ns_gpu_model_at(10));
+    cr_assert_null(ns_gpu_model_at(30));
 }
 
 Test(ns_gpu, lookup_spellings)
@@ -91,7 +105,11 @@ Test(ns_gpu, layouts_that_fit)
     kc_err err;
     layout(m, c, "1g.5gb", 4, "3g.20gb", 1, NULL);
     cr_assert_eq(ns_gpu_layout_fits(m, c, &err), KC_OK, "%s", err.msg);
-    layout(m, c, "3g.20gb", 2, "1g.5gb", 1, NULL);
+    layout(m, c, "3g.20gb", 2, NULL);
+    cr_assert_eq(ns_gpu_layout_fits(m, c, &err), KC_OK, "%s", err.msg);
+    layout(m, c, "4g.20gb", 1, "3g.20gb", 1, NULL);
+    cr_assert_eq(ns_gpu_layout_fits(m, c, &err), KC_OK, "%s", err.msg);
+    layout(m, c, "1g.5gb", 6, "1g.5gb+me", 1, NULL);
     cr_assert_eq(ns_gpu_layout_fits(m, c, &err), KC_OK, "%s", err.msg);
     layout(m, c, "1g.5gb", 7, NULL);
     cr_assert_eq(ns_gpu_layout_fits(m, c, &err), KC_OK, "%s", err.msg);
@@ -109,39 +127,127 @@ Test(ns_gpu, layouts_that_fit)
     cr_assert_eq(ns_gpu_layout_fits(t4, c, &err), KC_OK);
 }
 
+/* mig-parted's message when NVML refuses a GPU instance of `profile`. */
+#define REFUSED(profile)                                                                           \
+    "error setting MIGConfig: error attempting multiple config orderings: error creating GPU "     \
+    "instance for '" profile "': Insufficient Resources"
+
 Test(ns_gpu, layouts_that_do_not_fit)
 {
     const ns_gpu_model *m = ns_gpu_find("A100-SXM4-40GB");
     int c[NS_GPU_MAX_PROFILES];
     kc_err err;
+    /* Placement, not slice counting: a 3g instance takes 4 of the 8 memory slices, so two of
+     * them leave no room for a 1g one although 3 + 3 + 1 compute slices fit. */
+    layout(m, c, "3g.20gb", 2, "1g.5gb", 1, NULL);
+    cr_assert_eq(ns_gpu_layout_fits(m, c, &err), KC_EINVALID);
+    cr_assert_str_eq(err.msg, REFUSED("1g.5gb"));
     layout(m, c, "3g.20gb", 3, NULL);
     cr_assert_eq(ns_gpu_layout_fits(m, c, &err), KC_EINVALID);
-    cr_assert_str_eq(err.msg, "3×3g.20gb needs 9 compute slices, an A100-SXM4-40GB has 7");
+    cr_assert_str_eq(err.msg, REFUSED("3g.20gb"));
     layout(m, c, "1g.5gb", 8, NULL);
     cr_assert_eq(ns_gpu_layout_fits(m, c, &err), KC_EINVALID);
-    cr_assert_str_eq(err.msg, "8×1g.5gb needs 8 compute slices, an A100-SXM4-40GB has 7");
+    cr_assert_str_eq(err.msg, REFUSED("1g.5gb"));
     layout(m, c, "1g.10gb", 5, NULL);
     cr_assert_eq(ns_gpu_layout_fits(m, c, &err), KC_EINVALID);
-    cr_assert_str_eq(err.msg, "5×1g.10gb needs 10 memory slices, an A100-SXM4-40GB has 8");
+    cr_assert_str_eq(err.msg, REFUSED("1g.10gb"));
     layout(m, c, "4g.20gb", 1, "1g.10gb", 3, NULL);
     cr_assert_eq(ns_gpu_layout_fits(m, c, &err), KC_EINVALID);
-    cr_assert_str_eq(err.msg,
-                     "3×1g.10gb + 4g.20gb needs 10 memory slices, an A100-SXM4-40GB has 8");
+    cr_assert_str_eq(err.msg, REFUSED("1g.10gb"));
     layout(m, c, "1g.5gb+me", 2, NULL);
     cr_assert_eq(ns_gpu_layout_fits(m, c, &err), KC_EINVALID);
-    cr_assert_str_eq(err.msg, "2×1g.5gb+me exceeds the maximum of 1 per GPU on an A100-SXM4-40GB");
+    cr_assert_str_eq(err.msg, REFUSED("1g.5gb+me"));
     const ns_gpu_model *a30 = ns_gpu_find("A30");
     layout(a30, c, "1g.6gb+me", 1, "2g.12gb+me", 1, NULL);
     cr_assert_eq(ns_gpu_layout_fits(a30, c, &err), KC_EINVALID);
-    cr_assert_str_eq(err.msg,
-                     "1g.6gb+me + 2g.12gb+me has 2 +me instances, a GPU holds at most one");
+    cr_assert_str_eq(err.msg, REFUSED("2g.12gb+me"));
     layout(a30, c, "2g.12gb", 1, "4g.24gb", 1, NULL);
     cr_assert_eq(ns_gpu_layout_fits(a30, c, &err), KC_EINVALID);
-    cr_assert_str_eq(err.msg, "2g.12gb + 4g.24gb needs 6 compute slices, an A30 has 4");
+    cr_assert_str_eq(err.msg, REFUSED("4g.24gb"));
     layout(m, c, NULL);
     c[0] = -1;
     cr_assert_eq(ns_gpu_layout_fits(m, c, &err), KC_EINVALID);
     cr_assert_eq(ns_gpu_layout_fits(NULL, c, &err), KC_EARG);
+}
+
+/* The H100 80GB HBM3 rows NVML reports on a real GPU (driver 580): name, profile id, compute
+ * slices, maximum, SMs, MiB and placements (first memory slice + size). */
+Test(ns_gpu, h100_80gb_rows_as_nvml_reports_them)
+{
+    static const struct {
+        const char *name;
+        int id, compute, max, sms, mib, size, n;
+        int starts[7];
+    } rows[] = {
+        {"1g.10gb", 19, 1, 7, 16, 9984, 1, 7, {0, 1, 2, 3, 4, 5, 6}},
+        {"1g.10gb+me", 20, 1, 1, 16, 9984, 1, 7, {0, 1, 2, 3, 4, 5, 6}},
+        {"1g.20gb", 15, 1, 4, 26, 20096, 2, 4, {0, 2, 4, 6}},
+        {"2g.20gb", 14, 2, 3, 32, 20096, 2, 3, {0, 2, 4}},
+        {"3g.40gb", 9, 3, 2, 60, 40448, 4, 2, {0, 4}},
+        {"4g.40gb", 5, 4, 1, 64, 40448, 4, 1, {0}},
+        {"7g.80gb", 0, 7, 1, 132, 81152, 8, 1, {0}},
+    };
+    const ns_gpu_model *m = ns_gpu_find_pci(0x233010DE);
+    cr_assert_not_null(m);
+    cr_assert_str_eq(m->product, "NVIDIA-H100-80GB-HBM3");
+    cr_assert_eq(m->n_profiles, 7);
+    cr_assert_eq(m->compute_slices, 7);
+    cr_assert_eq(m->memory_slices, 8);
+    for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
+        int i = ns_gpu_profile_index(m, rows[r].name);
+        cr_assert_geq(i, 0, "%s", rows[r].name);
+        const ns_mig_profile *p = &m->profiles[i];
+        cr_assert_eq(p->id, rows[r].id, "%s", p->name);
+        cr_assert_eq(p->compute_slices, rows[r].compute, "%s", p->name);
+        cr_assert_eq(p->max_count, rows[r].max, "%s", p->name);
+        cr_assert_eq(p->multiprocessors, rows[r].sms, "%s", p->name);
+        cr_assert_eq(p->memory_mib, rows[r].mib, "%s", p->name);
+        cr_assert_eq(p->memory_slices, rows[r].size, "%s", p->name);
+        unsigned starts = 0;
+        for (int k = 0; k < rows[r].n; k++)
+            starts |= 1u << rows[r].starts[k];
+        cr_assert_eq(p->starts, starts, "%s placements", p->name);
+        cr_assert_eq(p->media_extension, strstr(p->name, "+me") != NULL, "%s", p->name);
+    }
+    /* The layouts the measurement shows fitting, with the placements NVML would give them. */
+    int c[NS_GPU_MAX_PROFILES], at[8];
+    kc_err err;
+    layout(m, c, "3g.40gb", 2, NULL);
+    cr_assert_eq(ns_gpu_layout_place(m, c, at, 8, &err), KC_OK, "%s", err.msg);
+    cr_assert_eq(at[0], 0);
+    cr_assert_eq(at[1], 4);
+    layout(m, c, "3g.40gb", 1, "2g.20gb", 1, "1g.10gb", 2, NULL);
+    cr_assert_eq(ns_gpu_layout_place(m, c, at, 8, &err), KC_OK, "%s", err.msg);
+    /* Profile order 1g.10gb, 2g.20gb, 3g.40gb: the 3g half is 4+4, so the rest share 0..3. */
+    cr_assert_eq(at[0], 2);
+    cr_assert_eq(at[1], 3);
+    cr_assert_eq(at[2], 0);
+    cr_assert_eq(at[3], 4);
+    layout(m, c, "3g.40gb", 2, "1g.10gb", 1, NULL);
+    cr_assert_eq(ns_gpu_layout_fits(m, c, &err), KC_EINVALID);
+    cr_assert_str_eq(err.msg, REFUSED("1g.10gb"));
+    layout(m, c, "1g.10gb", 6, "1g.10gb+me", 1, NULL);
+    cr_assert_eq(ns_gpu_layout_fits(m, c, &err), KC_OK, "%s", err.msg);
+}
+
+Test(ns_gpu, resource_names_of_profiles)
+{
+    char buf[32];
+    const ns_gpu_model *m = ns_gpu_find("A100-SXM4-40GB");
+    cr_assert_str_eq(
+        ns_gpu_mig_name(&m->profiles[ns_gpu_profile_index(m, "1g.5gb+me")], buf, sizeof(buf)),
+        "1g.5gb.me");
+    cr_assert_str_eq(
+        ns_gpu_mig_name(&m->profiles[ns_gpu_profile_index(m, "3g.20gb")], buf, sizeof(buf)),
+        "3g.20gb");
+    const ns_gpu_model *rtx = ns_gpu_find("RTX-PRO-6000");
+    cr_assert_not_null(rtx);
+    cr_assert_str_eq(ns_gpu_mig_name(&rtx->profiles[ns_gpu_profile_index(rtx, "2g.48gb+me.all")],
+                                     buf, sizeof(buf)),
+                     "2g.48gb.me.all");
+    cr_assert_str_eq(
+        ns_gpu_mig_name(&rtx->profiles[ns_gpu_profile_index(rtx, "1g.24gb-me")], buf, sizeof(buf)),
+        "1g.24gb-me");
 }
 
 Test(ns_gpu, layout_str)

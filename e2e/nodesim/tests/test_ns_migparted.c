@@ -36,42 +36,56 @@ static int total(const ns_gpu_model *const *models, const ns_mp_gpu_state *state
     return sum;
 }
 
-Test(ns_migparted, default_config_resolves_everywhere)
+/* The device ids NVIDIA's default config (gpu-operator v26.7.0) gives an all-balanced entry. */
+static const uint32_t balanced_ids[] = {
+    0x294110DE, 0x2BB510DE, 0x290110DE, 0x234810DE, 0x233510DE, 0x233B10DE, 0x232110DE,
+    0x233A10DE, 0x233010DE, 0x233110DE, 0x232210DE, 0x20B210DE, 0x20B510DE, 0x20F310DE,
+    0x20F510DE, 0x232410DE, 0x20B010DE, 0x20B110DE, 0x20F110DE, 0x20F610DE, 0x20B710DE,
+    0x234210DE, 0x233D10DE, 0x20B610DE, 0x232910DE, 0x318210DE, 0x31C210DE};
+
+Test(ns_migparted, default_config_is_nvidias_in_full)
 {
-    const char *yaml = ns_migparted_default_yaml();
-    ns_migparted *mp = parse_ok(yaml);
-    cr_assert_eq(mp->n_configs, 29); /* 3 + 26 distinct profile names */
-    cr_assert_not_null(ns_migparted_find(mp, "all-disabled"));
-    cr_assert_not_null(ns_migparted_find(mp, "all-enabled"));
-    cr_assert_not_null(ns_migparted_find(mp, "all-balanced"));
-    /* all-<profile> for every non-+me profile of every MIG model. */
-    for (size_t m = 0; m < ns_gpu_model_count(); m++) {
-        const ns_gpu_model *model = ns_gpu_model_at(m);
-        for (size_t p = 0; p < model->n_profiles; p++) {
-            if (model->profiles[p].media_extension)
-                continue;
-            char name[64];
-            snprintf(name, sizeof(name), "all-%s", model->profiles[p].name);
-            cr_assert_not_null(ns_migparted_find(mp, name), "%s missing", name);
+    ns_migparted *mp = parse_ok(ns_migparted_default_yaml());
+    cr_assert_eq(mp->n_configs, 81);
+    const ns_mp_config *bal = ns_migparted_find(mp, "all-balanced");
+    cr_assert_not_null(bal);
+    cr_assert_eq(bal->n_entries, 12);
+    size_t n_ids = 0;
+    for (size_t e = 0; e < bal->n_entries; e++)
+        n_ids += bal->entries[e].n_filter;
+    cr_assert_eq(n_ids, sizeof(balanced_ids) / sizeof(balanced_ids[0]));
+    /* Every device id has a model, and all-balanced, all-disabled and all-enabled apply to it. */
+    for (size_t i = 0; i < sizeof(balanced_ids) / sizeof(balanced_ids[0]); i++) {
+        const ns_gpu_model *m = ns_gpu_find_pci(balanced_ids[i]);
+        cr_assert_not_null(m, "no model for 0x%08X", balanced_ids[i]);
+        static const char *const names[] = {"all-balanced", "all-disabled", "all-enabled"};
+        for (size_t n = 0; n < 3; n++) {
+            const ns_gpu_model *models[4];
+            ns_mp_gpu_state states[4];
+            kc_err err;
+            node(m->name, 4, models, states);
+            cr_assert_eq(ns_migparted_apply(mp, names[n], models, 4, states, &err), KC_OK,
+                         "%s on %s: %s", names[n], m->name, err.msg);
+            cr_assert_eq(states[3].mig_enabled, n != 1, "%s on %s", names[n], m->name);
         }
     }
-    static const char *const fleet[] = {
-        "A100-SXM4-40GB", "A100-PCIE-40GB", "A100-SXM4-80GB", "A30",
-        "H100-80GB-HBM3", "H100-NVL",       "H200",           "Tesla-T4"};
-    for (size_t f = 0; f < sizeof(fleet) / sizeof(fleet[0]); f++) {
-        for (size_t c = 0; c < mp->n_configs; c++) {
-            const ns_gpu_model *models[8];
-            ns_mp_gpu_state states[8];
+    /* Every all-<profile> config applies on some model of the table, but for the three profiles
+     * of a 189 GB part that no entry of the config names by device id. */
+    for (size_t c = 0; c < mp->n_configs; c++) {
+        const char *cn = mp->configs[c].name;
+        if (!strcmp(cn, "all-3g.95gb") || !strcmp(cn, "all-4g.95gb") || !strcmp(cn, "all-7g.189gb"))
+            continue;
+        int applied = 0;
+        for (size_t i = 0; i < ns_gpu_model_count() && !applied; i++) {
+            const ns_gpu_model *models[2];
+            ns_mp_gpu_state states[2];
             kc_err err;
-            node(fleet[f], 8, models, states);
-            kc_code rc = ns_migparted_apply(mp, mp->configs[c].name, models, 8, states, &err);
-            /* A T4 cannot take MIG: only all-enabled targets every GPU regardless of model. */
-            if (strcmp(fleet[f], "Tesla-T4") == 0 &&
-                strcmp(mp->configs[c].name, "all-enabled") == 0)
-                cr_assert_eq(rc, KC_EINVALID);
-            else
-                cr_assert_eq(rc, KC_OK, "%s on %s: %s", mp->configs[c].name, fleet[f], err.msg);
+            node(ns_gpu_model_at(i)->name, 2, models, states);
+            applied =
+                ns_migparted_apply(mp, mp->configs[c].name, models, 2, states, &err) == KC_OK &&
+                (states[0].mig_enabled || !strcmp(mp->configs[c].name, "all-disabled"));
         }
+        cr_assert(applied, "no model takes %s", mp->configs[c].name);
     }
     ns_migparted_free(mp);
 }
@@ -119,11 +133,36 @@ Test(ns_migparted, unmatched_gpus_are_left_alone)
     const ns_gpu_model *models[2] = {ns_gpu_find("A100-SXM4-40GB"), ns_gpu_find("Tesla-T4")};
     ns_mp_gpu_state states[2] = {{0}, {0}};
     kc_err err;
-    cr_assert_eq(ns_migparted_apply(mp, "all-1g.12gb", models, 2, states, &err), KC_OK);
-    cr_assert_not(states[0].mig_enabled, "the H100 NVL filter does not match an A100");
+    cr_assert_eq(ns_migparted_apply(mp, "all-1g.35gb", models, 2, states, &err), KC_OK, "%s",
+                 err.msg);
+    cr_assert_not(states[0].mig_enabled, "the H200 and GB300 filters do not match an A100");
     cr_assert_eq(ns_migparted_apply(mp, "all-balanced", models, 2, states, &err), KC_OK);
     cr_assert(states[0].mig_enabled);
     cr_assert_not(states[1].mig_enabled);
+    /* `devices: all` passes over a GPU without MIG, as mig-parted does. */
+    cr_assert_eq(ns_migparted_apply(mp, "all-enabled", models, 2, states, &err), KC_OK);
+    cr_assert_not(states[1].mig_enabled);
+    ns_migparted_free(mp);
+}
+
+/* A config with no entry for the GPU's device id applies nothing and succeeds: mig-parted walks
+ * no GPU, and mig-manager then sets nvidia.com/mig.config.state=success. */
+Test(ns_migparted, unknown_device_id_applies_nothing)
+{
+    ns_migparted *mp = parse_ok("version: v1\nmig-configs:\n  other:\n"
+                                "    - device-filter: [\"0x12345678\"]\n      devices: all\n"
+                                "      mig-enabled: true\n      mig-devices: {\"1g.5gb\": 7}\n");
+    const ns_gpu_model *models[2];
+    ns_mp_gpu_state states[2];
+    kc_err err;
+    node("H100-80GB-HBM3", 2, models, states);
+    int i = ns_gpu_profile_index(models[0], "3g.40gb");
+    states[1].mig_enabled = 1;
+    states[1].counts[i] = 2;
+    cr_assert_eq(ns_migparted_apply(mp, "other", models, 2, states, &err), KC_OK, "%s", err.msg);
+    cr_assert_not(states[0].mig_enabled);
+    cr_assert(states[1].mig_enabled);
+    cr_assert_eq(states[1].counts[i], 2);
     ns_migparted_free(mp);
 }
 
@@ -194,17 +233,20 @@ static void apply_fails(const char *yaml, const char *model, const char *msg)
 Test(ns_migparted, user_layouts)
 {
     apply_fails("version: v1\nmig-configs:\n  c:\n    - devices: all\n      mig-enabled: true\n"
-                "      mig-devices: {3g.20gb: 3}\n",
+                "      mig-devices: {3g.20gb: 2, 1g.5gb: 1}\n",
                 "A100-SXM4-40GB",
-                "mig-configs.c: GPU 0: 3×3g.20gb needs 9 compute slices, an A100-SXM4-40GB has 7");
+                "mig-configs.c: GPU 0: error setting MIGConfig: error attempting multiple config "
+                "orderings: error creating GPU instance for '1g.5gb': Insufficient Resources");
     apply_fails("version: v1\nmig-configs:\n  c:\n    - devices: all\n      mig-enabled: true\n"
                 "      mig-devices: {1g.12gb: 1}\n",
                 "A100-SXM4-40GB",
-                "mig-configs.c[0].mig-devices: profile 1g.12gb does not exist on GPU 0 (an "
-                "A100-SXM4-40GB)");
-    apply_fails("version: v1\nmig-configs:\n  c:\n    - devices: all\n      mig-enabled: true\n"
+                "mig-configs.c: GPU 0: error setting MIGConfig: error attempting multiple config "
+                "orderings: MIG profile \"1g.12gb\" not found on this GPU");
+    apply_fails("version: v1\nmig-configs:\n  c:\n    - devices: [0]\n      mig-enabled: true\n"
                 "      mig-devices: {}\n",
-                "Tesla-T4", "mig-configs.c[0]: GPU 0 is a Tesla-T4, which does not support MIG");
+                "Tesla-T4",
+                "mig-configs.c[0]: GPU 0 (a Tesla-T4): cannot set MIG config on non MIG-capable "
+                "GPU");
     ns_migparted *mp = parse_ok("version: v1\nmig-configs:\n  c:\n    - devices: all\n"
                                 "      mig-enabled: true\n      mig-devices:\n"
                                 "        3g.20gb: 1\n        2g.10gb: 1\n        1g.5gb: 2\n");

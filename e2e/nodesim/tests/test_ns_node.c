@@ -122,6 +122,19 @@ Test(gfd, mig_strategies)
     cr_assert_str_eq(lbl(l, "nvidia.com/gpu.count"), "56");
     cr_assert_str_eq(lbl(l, "nvidia.com/gpu.memory"), "4864");
     json_decref(l);
+    /* +me profiles carry GFD's resource spelling: mig-1g.5gb.me, -MIG-1g.5gb.me. */
+    for (int i = 0; i < 8; i++) {
+        memset(st[i].counts, 0, sizeof(st[i].counts));
+        st[i].counts[ns_gpu_profile_index(m, "1g.5gb+me")] = 1;
+    }
+    l = ns_gfd_labels(&in);
+    cr_assert_str_eq(lbl(l, "nvidia.com/gpu.product"), "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb.me");
+    json_decref(l);
+    in.strategy = NS_MIG_MIXED;
+    l = ns_gfd_labels(&in);
+    cr_assert_str_eq(lbl(l, "nvidia.com/mig-1g.5gb.me.count"), "8");
+    cr_assert_null(json_object_get(l, "nvidia.com/mig-1g.5gb+me.count"));
+    json_decref(l);
     cr_assert(ns_gfd_owns_label("nvidia.com/mig-7g.40gb.count"));
     cr_assert(ns_gfd_owns_label("nvidia.com/gpu.product"));
     cr_assert_not(ns_gfd_owns_label("nvidia.com/gpu.deploy.driver"));
