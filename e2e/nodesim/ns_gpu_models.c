@@ -3,7 +3,8 @@
  *
  * Every device id NVIDIA's default mig-parted config (gpu-operator v26.7.0) names has a model
  * here. The H100 80GB HBM3 rows (ids, memory, SMs, placements) are what NVML reports on a real
- * GPU; the A100 40GB/80GB, A30 and H200 memory sizes follow nvidia-smi's figures. The rest (SMs of
+ * GPU, and so are the H200's (nvidia-smi's MIG profile and placement lists, total memory); the
+ * A100 40GB/80GB and A30 memory sizes follow nvidia-smi's figures. The rest (SMs of
  * the PCIe, NVL, H20 and Blackwell parts, memory of the Blackwell, GH200 and 96 GB profiles, the
  * RTX PRO 6000's ids) follow the profile names and the same slice geometry: approximate. */
 #include "ns_gpu.h"
@@ -54,9 +55,11 @@ static const ns_mig_profile h100_nvl[] = {EIGHT_SLICE("1g.12gb", "1g.12gb+me", "
 static const ns_mig_profile hbm_96gb[] = {EIGHT_SLICE("1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb",
                                                       "3g.48gb", "4g.48gb", "7g.96gb", 11264, 22528,
                                                       46592, 94208, SM_HOPPER)};
+/* As nvidia-smi lists them on a real H200 (driver 580.159.04): 16.00, 32.50, 69.75 and 140.00 GiB;
+ * ids, SMs and placements the same as the H100's. */
 static const ns_mig_profile h200[] = {EIGHT_SLICE("1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb",
-                                                  "3g.71gb", "4g.71gb", "7g.141gb", 16384, 33024,
-                                                  71168, 143104, SM_HOPPER)};
+                                                  "3g.71gb", "4g.71gb", "7g.141gb", 16384, 33280,
+                                                  71424, 143360, SM_HOPPER)};
 static const ns_mig_profile gh200_144gb[] = {
     EIGHT_SLICE("1g.18gb", "1g.18gb+me", "1g.36gb", "2g.36gb", "3g.72gb", "4g.72gb", "7g.144gb",
                 16896, 33792, 71680, 143360, SM_HOPPER)};
@@ -125,7 +128,7 @@ const ns_gpu_model ns_gpu_models[] = {
     {"H100-96GB-HBM3", "NVIDIA-H100-96GB-HBM3", 0x233D10DE, 98304, HOPPER, MIG8(hbm_96gb)},
     {"GH200-96GB", "NVIDIA-GH200-480GB", 0x234210DE, 98304, HOPPER, MIG8(hbm_96gb)},
     {"H20", "NVIDIA-H20", 0x232910DE, 98304, HOPPER, MIG8(hbm_96gb)},
-    {"H200", "NVIDIA-H200", 0x233510DE, 144384, HOPPER, MIG8(h200)},
+    {"H200", "NVIDIA-H200", 0x233510DE, 143771, HOPPER, MIG8(h200)},
     {"H200-NVL", "NVIDIA-H200-NVL", 0x233B10DE, 144384, HOPPER, MIG8(h200)},
     {"GH200-144GB", "NVIDIA-GH200-144G-HBM3e", 0x234810DE, 147456, HOPPER, MIG8(gh200_144gb)},
     {"B200", "NVIDIA-B200", 0x290110DE, 184320, BLACKWELL(0), MIG8(b200)},

@@ -170,6 +170,42 @@ Test(ns_gpu, layouts_that_do_not_fit)
     cr_assert_eq(ns_gpu_layout_fits(NULL, c, &err), KC_EARG);
 }
 
+/* The H200 as nvidia-smi lists it on a real GPU (driver 580.159.04, device id 0x233510DE, 143771
+ * MiB): `nvidia-smi mig -lgip` (memory in GiB, two decimals) and `-lgipp` (placements). */
+Test(ns_gpu, h200_rows_as_nvidia_smi_lists_them)
+{
+    static const struct {
+        const char *name;
+        int id, max, sms;
+        double gib;
+        int size;
+        unsigned starts;
+    } rows[] = {
+        {"1g.18gb", 19, 7, 16, 16.00, 1, 0x7F},   {"1g.18gb+me", 20, 1, 16, 16.00, 1, 0x7F},
+        {"1g.35gb", 15, 4, 26, 32.50, 2, 0x55},   {"2g.35gb", 14, 3, 32, 32.50, 2, 0x15},
+        {"3g.71gb", 9, 2, 60, 69.75, 4, 0x11},    {"4g.71gb", 5, 1, 64, 69.75, 4, 0x01},
+        {"7g.141gb", 0, 1, 132, 140.00, 8, 0x01},
+    };
+    const ns_gpu_model *m = ns_gpu_find_pci(0x233510DE);
+    cr_assert_not_null(m);
+    cr_assert_str_eq(m->product, "NVIDIA-H200");
+    cr_assert_eq(m->memory_mib, 143771);
+    cr_assert_eq(m->n_profiles, 7);
+    for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
+        int i = ns_gpu_profile_index(m, rows[r].name);
+        cr_assert_geq(i, 0, "%s", rows[r].name);
+        const ns_mig_profile *p = &m->profiles[i];
+        cr_assert_eq(p->id, rows[r].id, "%s", p->name);
+        cr_assert_eq(p->max_count, rows[r].max, "%s", p->name);
+        cr_assert_eq(p->multiprocessors, rows[r].sms, "%s", p->name);
+        double gib = p->memory_mib / 1024.0;
+        cr_assert(gib > rows[r].gib - 0.005 && gib < rows[r].gib + 0.005, "%s: %d MiB", p->name,
+                  p->memory_mib);
+        cr_assert_eq(p->memory_slices, rows[r].size, "%s", p->name);
+        cr_assert_eq(p->starts, rows[r].starts, "%s placements", p->name);
+    }
+}
+
 /* The H100 80GB HBM3 rows NVML reports on a real GPU (driver 580): name, profile id, compute
  * slices, maximum, SMs, MiB and placements (first memory slice + size). */
 Test(ns_gpu, h100_80gb_rows_as_nvml_reports_them)
