@@ -726,12 +726,10 @@ kc_code kc_client_do(kc_client *c, const kc_request *req, kc_response *resp, kc_
             break;
         int ra = e->retry_after_s > KC_RETRY_AFTER_MAX_S ? KC_RETRY_AFTER_MAX_S : e->retry_after_s;
         long delay = ra > 0 ? ra * 1000L : backoff_ms(c, attempt);
-        char qpath[256];
         kc_log(r.status >= 500 || r.status == 0 ? KC_LOG_WARN : KC_LOG_DEBUG,
                "retrying API request",
                "method=%s path=%s attempt=%d delay_ms=%ld error=%s status=%d", req->method,
-               kc_log_quote(qpath, sizeof(qpath), req->path), attempt + 1, delay,
-               kc_code_name(code), r.status);
+               req->path, attempt + 1, delay, kc_code_name(code), r.status);
         if (!kc__sleep(c, delay)) {
             kc_response_free(&r);
             code = kc__cancelled_error(req->method, req->path, e);

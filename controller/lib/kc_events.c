@@ -544,7 +544,6 @@ static kc_code deliver(kc_event_recorder *rec, const obj_ref *r, const char *typ
                        const char *reason, const char *msg)
 {
     kc_err err = {0};
-    char q1[96], q2[600];
     bool dropped = false;
     pthread_mutex_lock(&rec->lock);
     kc_code rc = record_locked(rec, r, type, reason, msg, &dropped, &err);
@@ -553,7 +552,7 @@ static kc_code deliver(kc_event_recorder *rec, const obj_ref *r, const char *typ
     pthread_mutex_unlock(&rec->lock);
     if (rc == KC_OK) {
         kc_debug("event recorded", "type=%s reason=%s kind=%s name=%s message=%s", type, reason,
-                 r->kind, r->name, kc_log_quote(q2, sizeof(q2), msg));
+                 r->kind, r->name, msg);
         return KC_OK;
     }
     if (dropped) {
@@ -563,8 +562,7 @@ static kc_code deliver(kc_event_recorder *rec, const obj_ref *r, const char *typ
         return rc;
     }
     kc_warn("recording event failed", "reason=%s kind=%s name=%s code=%s error=%s", reason, r->kind,
-            kc_log_quote(q1, sizeof(q1), r->name), kc_code_name(rc),
-            kc_log_quote(q2, sizeof(q2), err.msg));
+            r->name, kc_code_name(rc), err.msg);
     return rc;
 }
 
@@ -656,7 +654,6 @@ kc_code kc_event_vrecord(kc_event_recorder *rec, const json_t *involved, const c
     kc_err err = {0};
     kc_code rc = KC_OK;
     obj_ref r = {0};
-    char q1[96], q2[600];
     if (!rec || !type || !reason || !reason[0] || !fmt) {
         rc = kc_err_set(&err, KC_EARG, "event: recorder, type, reason and message are required");
         goto log_failure;
@@ -678,8 +675,7 @@ kc_code kc_event_vrecord(kc_event_recorder *rec, const json_t *involved, const c
     return deliver(rec, &r, type, reason, msg);
 log_failure:
     kc_warn("recording event failed", "reason=%s kind=%s name=%s code=%s error=%s",
-            reason ? reason : "", r.kind ? r.kind : "", kc_log_quote(q1, sizeof(q1), r.name),
-            kc_code_name(rc), kc_log_quote(q2, sizeof(q2), err.msg));
+            reason ? reason : "", r.kind ? r.kind : "", r.name, kc_code_name(rc), err.msg);
     return rc;
 }
 

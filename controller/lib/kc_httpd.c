@@ -243,8 +243,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
         snprintf(starting->msg, sizeof(starting->msg), "%s", msg);
         return;
     }
-    char q[600];
-    kc_warn("http server", "detail=%s", kc_log_quote(q, sizeof(q), msg));
+    kc_warn("http server", "detail=%s", msg);
 }
 
 /* ---- Starting and stopping ---- */

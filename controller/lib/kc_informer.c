@@ -274,12 +274,11 @@ static void handle_error(kc_informer *inf, kc_code code, const kc_err *err, bool
     if (inf->stopped)
         return;
     const char *msg = err && err->msg[0] ? err->msg : kc_code_name(code);
-    char q[KC_ERR_MSG_MAX + 8];
     if (code == KC_EEXPIRED && !in_list) {
         /* The server no longer has history from our resourceVersion: only a relist can tell us
          * what changed. Not an error; no backoff. */
         kc_info("watch expired, relisting", "informer=%s rv=%s error=%s", inf->name,
-                inf->rv ? inf->rv : "", kc_log_quote(q, sizeof(q), msg));
+                inf->rv ? inf->rv : "", msg);
         free(inf->rv);
         inf->rv = NULL;
         schedule(inf, 0, ACT_LIST);
@@ -288,7 +287,7 @@ static void handle_error(kc_informer *inf, kc_code code, const kc_err *err, bool
     count(inf, &inf->stats.errors);
     long d = next_backoff(inf);
     kc_warn(in_list ? "list failed" : "watch failed", "informer=%s code=%s backoff_ms=%ld error=%s",
-            inf->name, kc_code_name(code), d, kc_log_quote(q, sizeof(q), msg));
+            inf->name, kc_code_name(code), d, msg);
     /* A list that failed halfway starts over: pages of different lists cannot be mixed. */
     schedule(inf, d, in_list || !inf->rv ? ACT_LIST : ACT_WATCH);
 }

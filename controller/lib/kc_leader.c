@@ -160,9 +160,8 @@ static attempt_result try_acquire_or_renew(kc_leader *l)
     if (rc == KC_ENOTFOUND)
         return create_lease(l, now, ts);
     if (rc != KC_OK) {
-        char q[600];
         kc_debug("reading lease failed", "lease=%s/%s code=%s error=%s", l->ns, l->name,
-                 kc_code_name(rc), kc_log_quote(q, sizeof(q), err.msg));
+                 kc_code_name(rc), err.msg);
         return ATTEMPT_FAILED;
     }
     json_t *spec = json_object_get(cur, "spec");
@@ -196,9 +195,8 @@ static attempt_result try_acquire_or_renew(kc_leader *l)
     rc = kc_update(l->client, &KC_RES_LEASES, l->ns, cur, &out, &err);
     json_decref(cur);
     if (rc != KC_OK) {
-        char q[600];
         kc_debug("updating lease failed", "lease=%s/%s code=%s error=%s", l->ns, l->name,
-                 kc_code_name(rc), kc_log_quote(q, sizeof(q), err.msg));
+                 kc_code_name(rc), err.msg);
         return ATTEMPT_FAILED;
     }
     observe(l, spec_of(out), now);
@@ -231,9 +229,8 @@ static void release(kc_leader *l)
         kc_info("released leadership", "lease=%s/%s identity=%s", l->ns, l->name, l->identity);
         set_holder(l, "");
     } else {
-        char q[600];
         kc_warn("releasing lease failed", "lease=%s/%s code=%s error=%s", l->ns, l->name,
-                kc_code_name(rc), kc_log_quote(q, sizeof(q), err.msg));
+                kc_code_name(rc), err.msg);
     }
 }
 

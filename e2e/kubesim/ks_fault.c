@@ -996,9 +996,8 @@ bool ks_fault_on_request(ks_req *r, enum MHD_Result *ret)
     pthread_mutex_unlock(&f->mu);
     if (!r->fault[0])
         return false;
-    char qp[600];
     kc_info("fault injected", "rules=%s method=%s path=%s user=%s delay_ms=%lld", r->fault,
-            r->method, kc_log_quote(qp, sizeof(qp), r->url), r->user.name, (long long)delay);
+            r->method, r->url, r->user.name, (long long)delay);
     /* Held in short steps, so a stopping (or refusing) server does not wait for it. */
     for (int64_t end = now_ms() + delay; now_ms() < end && !atomic_load(&r->srv->stopping);) {
         int64_t left = end - now_ms();

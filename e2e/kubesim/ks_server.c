@@ -295,12 +295,11 @@ static void log_body(ks_req *r)
 {
     if (r->sim->opts.verbosity < 3 || !r->body_len)
         return;
-    char q[2200], b[2049];
+    char b[2049];
     size_t n = r->body_len < 2048 ? r->body_len : 2048;
     memcpy(b, r->body, n);
     b[n] = '\0';
-    kc_info("request body", "method=%s path=%s body=%s", r->method, r->url,
-            kc_log_quote(q, sizeof(q), b));
+    kc_info("request body", "method=%s path=%s body=%s", r->method, r->url, b);
 }
 
 static enum MHD_Result dispatch(ks_req *r)
@@ -462,7 +461,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         clock_gettime(CLOCK_MONOTONIC, &now);
         double ms = (double)(now.tv_sec - r->start.tv_sec) * 1e3 +
                     (double)(now.tv_nsec - r->start.tv_nsec) / 1e6;
-        char qp[1100], qu[300], qa[100], path[900];
+        char path[900];
         const char *ua = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "User-Agent");
         query_buf q = {.len = 0};
         q.s[0] = '\0';
@@ -470,9 +469,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         snprintf(path, sizeof(path), "%s%s", r->url ? r->url : "", q.s);
         kc_log(r->status >= 500 ? KC_LOG_WARN : KC_LOG_INFO, "request",
                "method=%s path=%s verb=%s status=%d duration_ms=%.1f user=%s agent=%s%s%s%s",
-               r->method, kc_log_quote(qp, sizeof(qp), path), r->verb[0] ? r->verb : "-", r->status,
-               ms, kc_log_quote(qu, sizeof(qu), r->user.name[0] ? r->user.name : "-"),
-               kc_log_quote(qa, sizeof(qa), ua ? ua : "-"),
+               r->method, path, r->verb[0] ? r->verb : "-", r->status, ms,
+               r->user.name[0] ? r->user.name : "-", ua ? ua : "-",
                toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " aborted=true",
                r->fault[0] ? " fault=" : "", r->fault);
     }
@@ -485,12 +483,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    char msg[512], q[600];
+    char msg[512];
     vsnprintf(msg, sizeof(msg), fmt, ap);
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
-    kc_debug("api server", "detail=%s", kc_log_quote(q, sizeof(q), msg));
+    kc_debug("api server", "detail=%s", msg);
 }
 
 /* ---------------------------------------------------------------------------------------------
