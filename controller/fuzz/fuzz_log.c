@@ -11,15 +11,6 @@
 
 #include "kc_log.h"
 
-static size_t line_of(char *buf, size_t size, const char *msg, const char *fields, ...)
-{
-    va_list ap;
-    va_start(ap, fields);
-    size_t n = kc_log_format_line(buf, size, KC_LOG_ERROR, msg, fields, ap);
-    va_end(ap);
-    return n;
-}
-
 static void check_logfmt(const char *line, size_t n)
 {
     if (n == 0 || line[n - 1] != '\n' || memchr(line, '\n', n - 1))
@@ -57,8 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char line[8192];
     for (int f = 0; f < 2; f++) {
         kc_log_set_format(f ? KC_LOG_JSON : KC_LOG_TEXT);
-        size_t n = line_of(line, sizeof(line), msg, "node=%s err=\"cannot: %s\" n=%d %s", a, b,
-                           (int)size, a);
+        size_t n = kc_log_format_linef(line, sizeof(line), KC_LOG_ERROR, msg,
+                                       "node=%s err=\"cannot: %s\" n=%d %s", a, b, (int)size, a);
         if (n >= sizeof(line) || strlen(line) != n)
             abort();
         if (f) {

@@ -491,6 +491,16 @@ size_t kc_log_format_line(char *buf, size_t size, kc_log_level level, const char
     return o.len;
 }
 
+size_t kc_log_format_linef(char *buf, size_t size, kc_log_level level, const char *msg,
+                           const char *fields, ...)
+{
+    va_list ap;
+    va_start(ap, fields);
+    size_t n = kc_log_format_line(buf, size, level, msg, fields, ap);
+    va_end(ap);
+    return n;
+}
+
 void kc_log(kc_log_level level, const char *msg, const char *fields, ...)
 {
     init_from_env();

@@ -58,6 +58,8 @@ void kc_log(kc_log_level level, const char *msg, const char *fields, ...)
  * fuzzing. */
 size_t kc_log_format_line(char *buf, size_t size, kc_log_level level, const char *msg,
                           const char *fields, va_list ap);
+size_t kc_log_format_linef(char *buf, size_t size, kc_log_level level, const char *msg,
+                           const char *fields, ...) __attribute__((format(printf, 5, 6)));
 
 #define kc_debug(msg, ...) kc_log(KC_LOG_DEBUG, msg, __VA_ARGS__)
 #define kc_info(msg, ...)  kc_log(KC_LOG_INFO, msg, __VA_ARGS__)

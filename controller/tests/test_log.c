@@ -165,15 +165,6 @@ static int logfmt_parse(const char *line, kv *out, int max)
     return n;
 }
 
-static size_t line_of(char *buf, size_t size, const char *msg, const char *fields, ...)
-{
-    va_list ap;
-    va_start(ap, fields);
-    size_t n = kc_log_format_line(buf, size, KC_LOG_WARN, msg, fields, ap);
-    va_end(ap);
-    return n;
-}
-
 /* What a value becomes once read back: bytes that are not UTF-8 turn into U+FFFD. */
 static void expected_value(const char *v, char *out)
 {
@@ -231,7 +222,8 @@ Test(log, values_with_quotes_newlines_and_bad_bytes_read_back_in_logfmt_and_json
         kc_log_set_format(fmt ? KC_LOG_JSON : KC_LOG_TEXT);
         for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
             const char *v = values[i];
-            line_of(line, sizeof(line), v, "node=%s err=\"cannot: %s\" n=%d", v, v, 7);
+            kc_log_format_linef(line, sizeof(line), KC_LOG_WARN, v,
+                                "node=%s err=\"cannot: %s\" n=%d", v, v, 7);
             expected_value(v, want);
             char quoted[1100];
             snprintf(quoted, sizeof(quoted), "cannot: %s", want);
@@ -281,7 +273,7 @@ Test(log, random_values_always_read_back)
         v[n] = '\0';
         expected_value(v, want);
         kc_log_set_format(round % 2 ? KC_LOG_JSON : KC_LOG_TEXT);
-        line_of(line, sizeof(line), "m", "k=%s q=\"%s\"", v, v);
+        kc_log_format_linef(line, sizeof(line), KC_LOG_WARN, "m", "k=%s q=\"%s\"", v, v);
         if (round % 2) {
             json_t *o = json_loads(line, 0, NULL);
             cr_assert_not_null(o, "not JSON: %s", line);
@@ -306,15 +298,16 @@ Test(log, long_lines_are_cut_and_stay_well_formed)
     memset(big, '"', sizeof(big) - 1); /* each escaped to two bytes */
     char line[8192];
     kc_log_set_format(KC_LOG_JSON);
-    size_t n =
-        line_of(line, sizeof(line), "m", "a=%s b=%s c=%s d=%s e=%s", big, big, big, big, big);
+    size_t n = kc_log_format_linef(line, sizeof(line), KC_LOG_WARN, "m", "a=%s b=%s c=%s d=%s e=%s",
+                                   big, big, big, big, big);
     cr_assert_lt(n, sizeof(line));
     json_t *o = json_loads(line, 0, NULL);
     cr_assert_not_null(o, "%s", line);
     cr_assert_str_eq(json_string_value(json_object_get(o, "truncated")), "true");
     json_decref(o);
     kc_log_set_format(KC_LOG_TEXT);
-    n = line_of(line, sizeof(line), "m", "a=%s b=%s c=%s d=%s e=%s", big, big, big, big, big);
+    n = kc_log_format_linef(line, sizeof(line), KC_LOG_WARN, "m", "a=%s b=%s c=%s d=%s e=%s", big,
+                            big, big, big, big);
     kv f[8] = {0};
     int nf = logfmt_parse(line, f, 8);
     cr_assert_str_eq(f[nf - 1].key, "truncated");
@@ -327,17 +320,17 @@ Test(log, time_encodings)
     char line[512];
     kc_log_set_format(KC_LOG_JSON);
     kc_log_set_time_encoding(KC_LOG_TIME_EPOCH);
-    line_of(line, sizeof(line), "m", NULL);
+    kc_log_format_linef(line, sizeof(line), KC_LOG_WARN, "m", NULL);
     json_t *o = json_loads(line, 0, NULL);
     cr_assert(json_is_real(json_object_get(o, "ts")), "%s", line);
     json_decref(o);
     kc_log_set_time_encoding(KC_LOG_TIME_MILLIS);
-    line_of(line, sizeof(line), "m", NULL);
+    kc_log_format_linef(line, sizeof(line), KC_LOG_WARN, "m", NULL);
     o = json_loads(line, 0, NULL);
     cr_assert(json_integer_value(json_object_get(o, "ts")) > 1700000000000LL, "%s", line);
     json_decref(o);
     kc_log_set_time_encoding(KC_LOG_TIME_RFC3339NANO);
-    line_of(line, sizeof(line), "m", NULL);
+    kc_log_format_linef(line, sizeof(line), KC_LOG_WARN, "m", NULL);
     o = json_loads(line, 0, NULL);
     cr_assert_eq(strlen(json_string_value(json_object_get(o, "ts"))), 30, "%s", line);
     json_decref(o);
