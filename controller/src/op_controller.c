@@ -358,6 +358,10 @@ static void on_node_upd(kc_informer *i, const json_t *a, const json_t *b, void *
     if (d)
         atomic_fetch_add(&c->gpu_nodes, d);
     queue_node(c, b);
+    /* The toolkit's runtime follows the GPU nodes'. */
+    const char *ra = op_node_runtime(a), *rb = op_node_runtime(b);
+    if (d || (ra != rb && (!ra || !rb || strcmp(ra, rb))))
+        op_enqueue(c, OP_KEY_POLICY, 200);
 }
 static void on_node_del(kc_informer *i, const json_t *o, void *ud)
 {
@@ -620,23 +624,26 @@ json_t *op_pod_transform(json_t *obj, const kc_resource *res, void *ud)
     return out;
 }
 
-/* Keeps what the operator reads of a Node: identity, labels, annotations, allocatable and
- * whether it is cordoned. */
+/* Keeps what the operator reads of a Node: identity, labels, annotations, allocatable, its
+ * container runtime and whether it is cordoned. */
 static json_t *node_transform(json_t *obj, const kc_resource *res, void *ud)
 {
     (void)res;
     (void)ud;
     const json_t *m = json_object_get(obj, "metadata");
+    const json_t *st = json_object_get(obj, "status"), *spec = json_object_get(obj, "spec");
     json_t *out = json_pack(
-        "{s:s, s:s, s:{s:O*, s:O*, s:O*, s:O*, s:o*, s:o*, s:O*}, s:{s:O*}, s:{s:O*}}",
+        "{s:s, s:s, s:{s:O*, s:O*, s:O*, s:O*, s:o*, s:o*, s:O*}, s:{s:O*, s:{s:O*}}, "
+        "s:{s:O*}}",
         "apiVersion", "v1", "kind", "Node", "metadata", "name", json_object_get(m, "name"), "uid",
         json_object_get(m, "uid"), "resourceVersion", json_object_get(m, "resourceVersion"),
         "creationTimestamp", json_object_get(m, "creationTimestamp"), "labels",
         filtered(json_object_get(m, "labels"), op_node_label_cached), "annotations",
         filtered(json_object_get(m, "annotations"), op_node_annotation_cached), "deletionTimestamp",
         json_object_get(m, "deletionTimestamp"), "status", "allocatable",
-        json_object_get(json_object_get(obj, "status"), "allocatable"), "spec", "unschedulable",
-        json_object_get(json_object_get(obj, "spec"), "unschedulable"));
+        json_object_get(st, "allocatable"), "nodeInfo", "containerRuntimeVersion",
+        json_object_get(json_object_get(st, "nodeInfo"), "containerRuntimeVersion"), "spec",
+        "unschedulable", json_object_get(spec, "unschedulable"));
     json_decref(obj);
     return out;
 }

@@ -72,6 +72,18 @@ bool op_node_is_gpu(const json_t *node)
     return false;
 }
 
+const char *op_node_runtime(const json_t *node)
+{
+    const char *v = str_at(json_object_get(node, "status"), "nodeInfo", "containerRuntimeVersion");
+    static const struct {
+        const char *prefix, *name;
+    } known[] = {{"containerd://", "containerd"}, {"docker://", "docker"}, {"cri-o://", "crio"}};
+    for (size_t i = 0; v && i < sizeof known / sizeof known[0]; i++)
+        if (!strncmp(v, known[i].prefix, strlen(known[i].prefix)))
+            return known[i].name;
+    return NULL;
+}
+
 bool op_pod_ready(const json_t *pod)
 {
     if (!pod || json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp"))

@@ -99,6 +99,11 @@ void op_gate_out_clear(op_gate_out *out);
  * present = "true"). */
 bool op_node_is_gpu(const json_t *node);
 
+/* The node's container runtime as NVIDIA's toolkit names it (containerd, docker, crio) from
+ * status.nodeInfo.containerRuntimeVersion ("containerd://1.7.20", "docker://24.0.7",
+ * "cri-o://1.29.1"); NULL when it names none of them. */
+const char *op_node_runtime(const json_t *node);
+
 /* True when a pod is Running with its Ready condition True and no deletionTimestamp. */
 bool op_pod_ready(const json_t *pod);
 

@@ -326,3 +326,23 @@ Test(gate, a_refused_validation_pod_is_retried_after_the_backoff_from_its_creati
     json_decref(drv);
     json_decref(n);
 }
+
+Test(gate, node_runtime)
+{
+    static const char *const cases[][2] = {{"containerd://1.7.20", "containerd"},
+                                           {"docker://24.0.7", "docker"},
+                                           {"cri-o://1.29.1", "crio"},
+                                           {"rkt://1.0", NULL},
+                                           {"", NULL}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *n = json_pack("{s:{s:{s:s}}}", "status", "nodeInfo", "containerRuntimeVersion",
+                              cases[i][0]);
+        const char *got = op_node_runtime(n);
+        if (cases[i][1])
+            cr_assert_str_eq(got ? got : "(null)", cases[i][1]);
+        else
+            cr_assert_null(got, "%s", cases[i][0]);
+        json_decref(n);
+    }
+    cr_assert_null(op_node_runtime(NULL));
+}
