@@ -246,9 +246,10 @@ static size_t unlabel_nodes(op_controller *c)
         json_object_foreach((json_t *)labels, k, v)
         {
             const char *val = json_string_value(v);
+            /* Only the operator's own "true": a user's "false" stays. */
             bool deploy = !strncmp(k, "nvidia.com/gpu.deploy.", 22) &&
                           strcmp(k, "nvidia.com/gpu.deploy.operands") && val &&
-                          (!strcmp(val, "true") || !strcmp(val, "false"));
+                          !strcmp(val, "true");
             if (deploy || !strcmp(k, "nvidia.com/gpu.present") ||
                 !strcmp(k, "nvidia.com/gpu-driver-upgrade-state"))
                 json_object_set_new(patch, k, json_null());

@@ -624,8 +624,29 @@ json_t *op_pod_transform(json_t *obj, const kc_resource *res, void *ud)
     return out;
 }
 
+/* The taints that keep pods off a node (NoSchedule, NoExecute): the gate reports a node whose
+ * operands do not tolerate one. NULL when none. */
+static json_t *hard_taints(const json_t *taints)
+{
+    json_t *out = NULL;
+    size_t i;
+    const json_t *t;
+    json_array_foreach(taints, i, t)
+    {
+        const char *eff = json_string_value(json_object_get(t, "effect"));
+        if (!eff || (strcmp(eff, "NoSchedule") && strcmp(eff, "NoExecute")))
+            continue;
+        if (!out && !(out = json_array()))
+            return NULL;
+        json_array_append_new(out, json_pack("{s:O*, s:O*, s:O*}", "key", json_object_get(t, "key"),
+                                             "value", json_object_get(t, "value"), "effect",
+                                             json_object_get(t, "effect")));
+    }
+    return out;
+}
+
 /* Keeps what the operator reads of a Node: identity, labels, annotations, allocatable, its
- * container runtime and whether it is cordoned. */
+ * container runtime, whether it is cordoned and the taints that keep pods off it. */
 static json_t *node_transform(json_t *obj, const kc_resource *res, void *ud)
 {
     (void)res;
@@ -634,7 +655,7 @@ static json_t *node_transform(json_t *obj, const kc_resource *res, void *ud)
     const json_t *st = json_object_get(obj, "status"), *spec = json_object_get(obj, "spec");
     json_t *out = json_pack(
         "{s:s, s:s, s:{s:O*, s:O*, s:O*, s:O*, s:o*, s:o*, s:O*}, s:{s:O*, s:{s:O*}}, "
-        "s:{s:O*}}",
+        "s:{s:O*, s:o*}}",
         "apiVersion", "v1", "kind", "Node", "metadata", "name", json_object_get(m, "name"), "uid",
         json_object_get(m, "uid"), "resourceVersion", json_object_get(m, "resourceVersion"),
         "creationTimestamp", json_object_get(m, "creationTimestamp"), "labels",
@@ -643,7 +664,8 @@ static json_t *node_transform(json_t *obj, const kc_resource *res, void *ud)
         json_object_get(m, "deletionTimestamp"), "status", "allocatable",
         json_object_get(st, "allocatable"), "nodeInfo", "containerRuntimeVersion",
         json_object_get(json_object_get(st, "nodeInfo"), "containerRuntimeVersion"), "spec",
-        "unschedulable", json_object_get(spec, "unschedulable"));
+        "unschedulable", json_object_get(spec, "unschedulable"), "taints",
+        hard_taints(json_object_get(spec, "taints")));
     json_decref(obj);
     return out;
 }
