@@ -209,8 +209,8 @@ static const char *toolkit_runtime_error(const json_t *pod, const char *node_run
                  want, want);
     else
         snprintf(buf, size,
-                 "error running nvidia-ctk-installer: unable to validate flags: invalid runtime "
-                 "\"%s\"; expected one of [containerd | crio | docker]",
+                 "error running nvidia-ctk-installer: invalid runtime \"%s\"; expected one of "
+                 "[containerd | crio | docker]",
                  want);
     return buf;
 }
