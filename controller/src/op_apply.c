@@ -246,9 +246,10 @@ static size_t unlabel_nodes(op_controller *c)
         json_object_foreach((json_t *)labels, k, v)
         {
             const char *val = json_string_value(v);
+            /* Only the operator's own "true": a user's "false" stays. */
             bool deploy = !strncmp(k, "nvidia.com/gpu.deploy.", 22) &&
                           strcmp(k, "nvidia.com/gpu.deploy.operands") && val &&
-                          (!strcmp(val, "true") || !strcmp(val, "false"));
+                          !strcmp(val, "true");
             if (deploy || !strcmp(k, "nvidia.com/gpu.present") ||
                 !strcmp(k, "nvidia.com/gpu-driver-upgrade-state"))
                 json_object_set_new(patch, k, json_null());
@@ -318,44 +319,69 @@ static void fan_out_nodes(op_controller *c)
     kc_informer_foreach(c->nodes, queue_node_key, c);
 }
 
-typedef struct os_count {
+/* What the policy's render takes from the GPU nodes: the OS most of them run and their container
+ * runtimes. */
+typedef struct gpu_nodes_scan {
     kc_map *count;
     size_t best;
-    char *out;
+    char *os;
     size_t size;
-} os_count;
+    bool containerd, docker, crio;
+} gpu_nodes_scan;
 
-static bool count_os(const char *key, const json_t *n, void *ud)
+static bool scan_gpu_node(const char *key, const json_t *n, void *ud)
 {
     (void)key;
-    os_count *oc = ud;
+    gpu_nodes_scan *sc = ud;
+    if (!op_node_is_gpu(n))
+        return true;
+    const char *rt = op_node_runtime(n);
+    if (rt) {
+        sc->containerd |= !strcmp(rt, "containerd");
+        sc->docker |= !strcmp(rt, "docker");
+        sc->crio |= !strcmp(rt, "crio");
+    }
     const json_t *l = json_object_get(json_object_get(n, "metadata"), "labels");
     const char *id =
         json_string_value(json_object_get(l, "feature.node.kubernetes.io/system-os_release.ID"));
     const char *ver = json_string_value(
         json_object_get(l, "feature.node.kubernetes.io/system-os_release.VERSION_ID"));
-    if (!id || !ver || !op_node_is_gpu(n))
+    if (!id || !ver || !sc->count)
         return true;
     char os[64];
     snprintf(os, sizeof(os), "%s%s", id, ver);
-    size_t k = (size_t)(uintptr_t)kc_map_get(oc->count, os) + 1;
-    kc_map_put(oc->count, os, (void *)(uintptr_t)k, NULL);
-    if (k > oc->best || (k == oc->best && strcmp(os, oc->out) < 0)) {
-        oc->best = k;
-        snprintf(oc->out, oc->size, "%s", os);
+    size_t k = (size_t)(uintptr_t)kc_map_get(sc->count, os) + 1;
+    kc_map_put(sc->count, os, (void *)(uintptr_t)k, NULL);
+    if (k > sc->best || (k == sc->best && strcmp(os, sc->os) < 0)) {
+        sc->best = k;
+        snprintf(sc->os, sc->size, "%s", os);
     }
     return true;
 }
 
 /* The OS most GPU nodes run, as NVIDIA tags driver images ("ubuntu22.04"), from NFD's
- * system-os_release labels; "" when no GPU node says. */
-static void nodes_os(op_controller *c, char *out, size_t size)
+ * system-os_release labels ("" when no GPU node says), and the one container runtime the toolkit
+ * configures, NVIDIA's choice: containerd when any GPU node runs it, else the one they run
+ * (docker before cri-o when both), NULL when none reports a known runtime. Logged when it
+ * changes. */
+static const char *scan_gpu_nodes(op_controller *c, char *os, size_t size)
 {
-    os_count oc = {kc_map_new(), 0, out, size};
-    out[0] = '\0';
-    if (oc.count)
-        kc_informer_foreach(c->nodes, count_os, &oc);
-    kc_map_free(oc.count, NULL);
+    gpu_nodes_scan sc = {.count = kc_map_new(), .os = os, .size = size};
+    os[0] = '\0';
+    kc_informer_foreach(c->nodes, scan_gpu_node, &sc);
+    kc_map_free(sc.count, NULL);
+    const char *rt = sc.containerd ? "containerd" : sc.docker ? "docker" : sc.crio ? "crio" : NULL;
+    pthread_mutex_lock(&c->mu);
+    if (strcmp(c->runtime, rt ? rt : "")) {
+        snprintf(c->runtime, sizeof(c->runtime), "%s", rt ? rt : "");
+        if (rt)
+            kc_info("container runtime of the GPU nodes", "runtime=%s", rt);
+        else
+            kc_info("no GPU node reports a known container runtime",
+                    "runtime=\"spec.operator.defaultRuntime, else containerd\"");
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rt;
 }
 
 long op_reconcile_policy(op_controller *c)
@@ -414,12 +440,13 @@ long op_reconcile_policy(op_controller *c)
     /* Render everything first: a spec that cannot be rendered changes nothing. */
     json_t *owner = op_policy_owner_ref(active);
     char driver_os[64];
-    nodes_os(c, driver_os, sizeof(driver_os));
+    const char *runtime = scan_gpu_nodes(c, driver_os, sizeof(driver_os));
     op_render_ctx ctx = {.spec = json_object_get(active, "spec"),
                          .ns = c->ns,
                          .owner = owner,
                          .operator_image = c->o.operator_image,
-                         .driver_os = driver_os};
+                         .driver_os = driver_os,
+                         .runtime = runtime};
     size_t n_states = op_states_count(c->o.states);
     json_t *rendered = json_array();
     json_t *keep = json_object();

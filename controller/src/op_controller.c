@@ -358,6 +358,10 @@ static void on_node_upd(kc_informer *i, const json_t *a, const json_t *b, void *
     if (d)
         atomic_fetch_add(&c->gpu_nodes, d);
     queue_node(c, b);
+    /* The toolkit's runtime follows the GPU nodes'. */
+    const char *ra = op_node_runtime(a), *rb = op_node_runtime(b);
+    if (d || (ra != rb && (!ra || !rb || strcmp(ra, rb))))
+        op_enqueue(c, OP_KEY_POLICY, 200);
 }
 static void on_node_del(kc_informer *i, const json_t *o, void *ud)
 {
@@ -620,23 +624,48 @@ json_t *op_pod_transform(json_t *obj, const kc_resource *res, void *ud)
     return out;
 }
 
-/* Keeps what the operator reads of a Node: identity, labels, annotations, allocatable and
- * whether it is cordoned. */
+/* The taints that keep pods off a node (NoSchedule, NoExecute): the gate reports a node whose
+ * operands do not tolerate one. NULL when none. */
+static json_t *hard_taints(const json_t *taints)
+{
+    json_t *out = NULL;
+    size_t i;
+    const json_t *t;
+    json_array_foreach(taints, i, t)
+    {
+        const char *eff = json_string_value(json_object_get(t, "effect"));
+        if (!eff || (strcmp(eff, "NoSchedule") && strcmp(eff, "NoExecute")))
+            continue;
+        if (!out && !(out = json_array()))
+            return NULL;
+        json_array_append_new(out, json_pack("{s:O*, s:O*, s:O*}", "key", json_object_get(t, "key"),
+                                             "value", json_object_get(t, "value"), "effect",
+                                             json_object_get(t, "effect")));
+    }
+    return out;
+}
+
+/* Keeps what the operator reads of a Node: identity, labels, annotations, allocatable, its
+ * container runtime, whether it is cordoned and the taints that keep pods off it. */
 static json_t *node_transform(json_t *obj, const kc_resource *res, void *ud)
 {
     (void)res;
     (void)ud;
     const json_t *m = json_object_get(obj, "metadata");
+    const json_t *st = json_object_get(obj, "status"), *spec = json_object_get(obj, "spec");
     json_t *out = json_pack(
-        "{s:s, s:s, s:{s:O*, s:O*, s:O*, s:O*, s:o*, s:o*, s:O*}, s:{s:O*}, s:{s:O*}}",
+        "{s:s, s:s, s:{s:O*, s:O*, s:O*, s:O*, s:o*, s:o*, s:O*}, s:{s:O*, s:{s:O*}}, "
+        "s:{s:O*, s:o*}}",
         "apiVersion", "v1", "kind", "Node", "metadata", "name", json_object_get(m, "name"), "uid",
         json_object_get(m, "uid"), "resourceVersion", json_object_get(m, "resourceVersion"),
         "creationTimestamp", json_object_get(m, "creationTimestamp"), "labels",
         filtered(json_object_get(m, "labels"), op_node_label_cached), "annotations",
         filtered(json_object_get(m, "annotations"), op_node_annotation_cached), "deletionTimestamp",
         json_object_get(m, "deletionTimestamp"), "status", "allocatable",
-        json_object_get(json_object_get(obj, "status"), "allocatable"), "spec", "unschedulable",
-        json_object_get(json_object_get(obj, "spec"), "unschedulable"));
+        json_object_get(st, "allocatable"), "nodeInfo", "containerRuntimeVersion",
+        json_object_get(json_object_get(st, "nodeInfo"), "containerRuntimeVersion"), "spec",
+        "unschedulable", json_object_get(spec, "unschedulable"), "taints",
+        hard_taints(json_object_get(spec, "taints")));
     json_decref(obj);
     return out;
 }

@@ -75,6 +75,7 @@ struct op_controller {
     json_t *policy;     /* the active ClusterPolicy (as last reconciled), or NULL */
     json_t *last_spec;  /* its spec at the last node fan-out */
     char render_error[512];
+    char runtime[16];     /* the GPU nodes' container runtime last rendered with ("": none known) */
     json_t *ds_by_state;  /* state name → array of DaemonSet names rendered */
     kc_map *results;      /* node name → op_node_result* */
     kc_map *pods_by_node; /* node name → pod_set: names of its pods in our namespace */

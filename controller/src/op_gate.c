@@ -42,9 +42,9 @@ const char *op_stage_mode(op_stage s)
 
 const char *op_node_phase_name(op_node_phase p)
 {
-    static const char *const n[] = {"not-gpu",       "opted-out", "in-progress",
-                                    "reconfiguring", "failed",    "done"};
-    return p <= OP_NODE_DONE ? n[p] : "?";
+    static const char *const n[] = {"not-gpu", "opted-out", "in-progress", "reconfiguring",
+                                    "failed",  "done",      "blocked"};
+    return p <= OP_NODE_BLOCKED ? n[p] : "?";
 }
 
 static const char *str_at(const json_t *o, const char *a, const char *b)
@@ -70,6 +70,18 @@ bool op_node_is_gpu(const json_t *node)
             return true;
     }
     return false;
+}
+
+const char *op_node_runtime(const json_t *node)
+{
+    const char *v = str_at(json_object_get(node, "status"), "nodeInfo", "containerRuntimeVersion");
+    static const struct {
+        const char *prefix, *name;
+    } known[] = {{"containerd://", "containerd"}, {"docker://", "docker"}, {"cri-o://", "crio"}};
+    for (size_t i = 0; v && i < sizeof known / sizeof known[0]; i++)
+        if (!strncmp(v, known[i].prefix, strlen(known[i].prefix)))
+            return known[i].name;
+    return NULL;
 }
 
 bool op_pod_ready(const json_t *pod)
@@ -109,11 +121,71 @@ static void want_label(const json_t *node, op_gate_out *out, const char *key, co
         out->oom = true; /* a patch missing a label must not be written */
 }
 
-/* A deploy label the operator may turn "true": absent, "true" or "false" (never a pause another
- * component wrote). */
+/* A deploy label the operator may set or remove: absent or "true" (never a user's "false", nor a
+ * pause another component wrote). */
 static bool ours(const char *cur)
 {
-    return !cur || strcmp(cur, "true") == 0 || strcmp(cur, "false") == 0;
+    return !cur || strcmp(cur, "true") == 0;
+}
+
+/* The user switched this component off on the node. */
+static bool user_off(const json_t *node, const char *key)
+{
+    const char *cur = node_label(node, key);
+    return cur && strcmp(cur, OP_DEPLOY_OFF) == 0;
+}
+
+/* ---- taints: whether a DaemonSet's pods can run on the node ---- */
+
+static bool tolerates(const json_t *tol, const json_t *taint)
+{
+    const char *key = str_at(tol, "key", NULL), *op = str_at(tol, "operator", NULL);
+    const char *eff = str_at(tol, "effect", NULL), *val = str_at(tol, "value", NULL);
+    const char *tk = str_at(taint, "key", NULL), *tv = str_at(taint, "value", NULL);
+    const char *te = str_at(taint, "effect", NULL);
+    bool exists = op && strcmp(op, "Exists") == 0;
+    if (eff && *eff && (!te || strcmp(eff, te)))
+        return false;
+    if (!key || !*key)
+        return exists; /* an empty key with Exists tolerates every taint */
+    if (!tk || strcmp(key, tk))
+        return false;
+    return exists || !strcmp(val ? val : "", tv ? tv : "");
+}
+
+/* The first NoSchedule/NoExecute taint of the node that the DaemonSet's pods do not tolerate, or
+ * NULL (also when the DaemonSet is not known yet). The tolerations the DaemonSet controller adds to
+ * every pod count (not-ready, unreachable, the pressure conditions, unschedulable: a cordoned node
+ * still runs DaemonSet pods). */
+static const json_t *untolerated_taint(const json_t *node, const json_t *ds)
+{
+    static const char *const auto_keys[] = {
+        "node.kubernetes.io/not-ready",           "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/disk-pressure",       "node.kubernetes.io/memory-pressure",
+        "node.kubernetes.io/pid-pressure",        "node.kubernetes.io/unschedulable",
+        "node.kubernetes.io/network-unavailable", NULL};
+    if (!ds)
+        return NULL;
+    const json_t *tols = json_object_get(
+        json_object_get(json_object_get(json_object_get(ds, "spec"), "template"), "spec"),
+        "tolerations");
+    size_t i;
+    const json_t *taint;
+    json_array_foreach(json_object_get(json_object_get(node, "spec"), "taints"), i, taint)
+    {
+        const char *eff = str_at(taint, "effect", NULL), *key = str_at(taint, "key", NULL);
+        if (!eff || (strcmp(eff, "NoSchedule") && strcmp(eff, "NoExecute")))
+            continue;
+        bool ok = false;
+        for (int a = 0; auto_keys[a] && !ok; a++)
+            ok = key && !strcmp(key, auto_keys[a]);
+        size_t j;
+        const json_t *tol;
+        json_array_foreach(tols, j, tol) if (!ok && tolerates(tol, taint)) ok = true;
+        if (!ok)
+            return taint;
+    }
+    return NULL;
 }
 
 static void deploy(const json_t *node, op_gate_out *out, const char *key, const char *val)
@@ -464,11 +536,12 @@ static kc_code gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gat
     const char *optout = node_label(node, "nvidia.com/gpu.deploy.operands");
     if (optout && strcmp(optout, "false") == 0) {
         out->phase = OP_NODE_OPTED_OUT;
+        /* The operator's labels go (NVIDIA's operator removes them too); a user's "false" and a
+         * pause another component wrote stay. */
         for (int s = 0; s < OP_STAGE_COUNT; s++)
-            deploy(node, out, stage_labels[s], node_label(node, stage_labels[s]) ? "false" : NULL);
+            deploy(node, out, stage_labels[s], NULL);
         for (int i = 0; op_follower_labels[i]; i++)
-            deploy(node, out, op_follower_labels[i],
-                   node_label(node, op_follower_labels[i]) ? "false" : NULL);
+            deploy(node, out, op_follower_labels[i], NULL);
         snprintf(out->reason, sizeof(out->reason),
                  "opted out (nvidia.com/gpu.deploy.operands=false)");
         return KC_OK;
@@ -483,11 +556,21 @@ static kc_code gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gat
             out->oom = true;
     }
 
-    bool prev_done = true, followers_ok = false;
+    /* The stages this node goes through: enabled by the spec, MIG on MIG-capable nodes, and not
+     * switched off on the node by its user. The operands that follow the chain (GFD, DCGM, ...)
+     * come once the last of the driver and the toolkit the node runs is validated. */
+    bool on[OP_STAGE_COUNT];
+    int base_last = -1;
+    for (int s = 0; s < OP_STAGE_COUNT; s++) {
+        on[s] = pol->enabled[s] && (s != OP_STAGE_MIG || mig_capable) &&
+                !user_off(node, stage_labels[s]);
+        if (on[s] && (s == OP_STAGE_DRIVER || s == OP_STAGE_TOOLKIT))
+            base_last = s;
+    }
+    bool prev_done = true, followers_ok = base_last < 0;
     out->phase = OP_NODE_IN_PROGRESS;
     for (int s = 0; s < OP_STAGE_COUNT; s++) {
-        bool on = pol->enabled[s] && (s != OP_STAGE_MIG || mig_capable);
-        if (!on)
+        if (!on[s])
             continue;
         if (!prev_done)
             break;
@@ -502,6 +585,22 @@ static kc_code gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gat
         }
         deploy(node, out, stage_labels[s], "true");
         const json_t *pod = in->stage[s].operand_pod;
+        const json_t *taint = pod ? NULL : untolerated_taint(node, in->stage[s].ds);
+        if (taint) {
+            /* Not transient: the DaemonSet controller will not place the pod until the taint
+             * goes or the operands tolerate it. */
+            const char *tv = str_at(taint, "value", NULL);
+            out->phase = OP_NODE_BLOCKED;
+            snprintf(out->reason, sizeof(out->reason),
+                     "the operands cannot be scheduled on this node: its taint %s%s%s:%s is not "
+                     "tolerated by %s; add a toleration for it to the ClusterPolicy's "
+                     "spec.daemonsets.tolerations (Helm value daemonsets.tolerations), or remove "
+                     "the taint",
+                     str_at(taint, "key", NULL) ?: "?", tv && *tv ? "=" : "", tv ? tv : "",
+                     str_at(taint, "effect", NULL) ?: "?", stage_ds[s]);
+            prev_done = false;
+            break;
+        }
         if (!op_pod_ready(pod)) {
             if (operand_failing(pod, stage_ds[s], out->reason, sizeof(out->reason)))
                 out->phase = OP_NODE_FAILED;
@@ -591,11 +690,9 @@ static kc_code gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gat
             prev_done = false;
             break;
         }
-        if (s == OP_STAGE_TOOLKIT || (s == OP_STAGE_DRIVER && !pol->enabled[OP_STAGE_TOOLKIT]))
+        if (s == base_last)
             followers_ok = true;
     }
-    if (!pol->enabled[OP_STAGE_DRIVER] && !pol->enabled[OP_STAGE_TOOLKIT])
-        followers_ok = true;
     if (followers_ok && pol->followers_enabled)
         for (int i = 0; op_follower_labels[i]; i++)
             deploy(node, out, op_follower_labels[i], "true");

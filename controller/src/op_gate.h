@@ -26,6 +26,12 @@ const char *op_stage_deploy_label(op_stage s); /* "nvidia.com/gpu.deploy.driver"
 const char *op_stage_daemonset(op_stage s);    /* "nvidia-driver-daemonset" */
 const char *op_stage_mode(op_stage s);         /* validator --mode: driver, toolkit, plugin, mig */
 
+/* A user's opt-out of one component on a node: nvidia.com/gpu.deploy.<component>=false (NVIDIA's
+ * documented per-node switch, e.g. for a preinstalled driver). The operator itself never writes
+ * "false": its own values are "true" (deployed) or no label (not yet, or not any more), so a
+ * "false" is always the user's and is never changed or removed. */
+#define OP_DEPLOY_OFF "false"
+
 /* Deploy labels of the operands that follow the gated chain: set once the toolkit is validated
  * (they need the driver and the nvidia runtime), never before. */
 extern const char *const op_follower_labels[];
@@ -56,6 +62,8 @@ typedef struct op_gate_policy {
 /* One stage's inputs on the node. */
 typedef struct op_gate_stage_in {
     const json_t *operand_pod; /* the stage's DaemonSet pod on the node, or NULL */
+    const json_t *ds;          /* the stage's DaemonSet (its pod template's tolerations are read
+                                  when the node has NoSchedule/NoExecute taints), or NULL */
     const json_t *val_pods[8]; /* validation pods of this stage on the node */
     int n_val;
 } op_gate_stage_in;
@@ -73,6 +81,7 @@ typedef enum op_node_phase {
     OP_NODE_RECONFIGURING, /* MIG reconfiguration in progress (not a failure) */
     OP_NODE_FAILED,        /* a validation failed or the MIG config failed; retried */
     OP_NODE_DONE,          /* every enabled stage validated */
+    OP_NODE_BLOCKED,       /* a taint the operands do not tolerate keeps them off the node */
 } op_node_phase;
 
 const char *op_node_phase_name(op_node_phase p);
@@ -98,6 +107,11 @@ void op_gate_out_clear(op_gate_out *out);
 /* True when the node is a GPU node by its NFD labels (pci-10de / pci-0302_10de / pci-0300_10de
  * present = "true"). */
 bool op_node_is_gpu(const json_t *node);
+
+/* The node's container runtime as NVIDIA's toolkit names it (containerd, docker, crio) from
+ * status.nodeInfo.containerRuntimeVersion ("containerd://1.7.20", "docker://24.0.7",
+ * "cri-o://1.29.1"); NULL when it names none of them. */
+const char *op_node_runtime(const json_t *node);
 
 /* True when a pod is Running with its Ready condition True and no deletionTimestamp. */
 bool op_pod_ready(const json_t *pod);

@@ -430,7 +430,8 @@ static void node_events(op_controller *c, const json_t *node, const json_t *poli
                         const op_node_result *prev, const op_gate_out *out)
 {
     if (prev->phase == out->phase && prev->stage == out->stage &&
-        (out->phase != OP_NODE_FAILED || !strcmp(op_node_result_reason(prev), out->reason)))
+        ((out->phase != OP_NODE_FAILED && out->phase != OP_NODE_BLOCKED) ||
+         !strcmp(op_node_result_reason(prev), out->reason)))
         return;
     const char *name = str_at(node, "metadata", "name");
     switch (out->phase) {
@@ -440,13 +441,17 @@ static void node_events(op_controller *c, const json_t *node, const json_t *poli
         kc_info("node ready", "node=%s", name);
         break;
     case OP_NODE_FAILED:
-        kc_event_record(c->events, node, "Warning", "ValidationFailed", "%s", out->reason);
+    case OP_NODE_BLOCKED: {
+        bool blocked = out->phase == OP_NODE_BLOCKED;
+        kc_event_record(c->events, node, "Warning",
+                        blocked ? "OperandsNotSchedulable" : "ValidationFailed", "%s", out->reason);
         if (policy)
-            kc_event_record(c->events, policy, "Warning", "NodeFailed", "node %s: %s", name,
-                            out->reason);
-        kc_warn("node failed", "node=%s stage=%s reason=\"%s\"", name,
+            kc_event_record(c->events, policy, "Warning", blocked ? "NodeBlocked" : "NodeFailed",
+                            "node %s: %s", name, out->reason);
+        kc_warn(blocked ? "node blocked" : "node failed", "node=%s stage=%s reason=\"%s\"", name,
                 op_stage_name((op_stage)out->stage), out->reason);
         break;
+    }
     case OP_NODE_RECONFIGURING:
         if (prev->phase != OP_NODE_RECONFIGURING)
             kc_event_record(c->events, node, "Normal", "MIGReconfiguring", "%s", out->reason);
@@ -558,14 +563,18 @@ static long driver_upgrade(op_controller *c, const json_t *node, const json_t *p
                            const json_t *driver_pod, const op_gate_out *gate, op_batch *b)
 {
     const json_t *spec = json_object_get(policy, "spec");
-    if (!op_spec_enabled(spec, "driver", true))
+    const json_t *labels = json_object_get(json_object_get(node, "metadata"), "labels");
+    /* A node whose user keeps the operator's driver off (a preinstalled driver) is not ours to
+     * cordon. */
+    const char *deploy =
+        json_string_value(json_object_get(labels, op_stage_deploy_label(OP_STAGE_DRIVER)));
+    if (!op_spec_enabled(spec, "driver", true) || (deploy && !strcmp(deploy, OP_DEPLOY_OFF)))
         return -1;
     json_t *ds = kc_informer_get(c->daemonsets, c->ns, op_stage_daemonset(OP_STAGE_DRIVER));
     long long gen =
         json_integer_value(json_object_get(json_object_get(ds, "metadata"), "generation"));
     json_decref(ds);
     const char *name = str_at(node, "metadata", "name");
-    const json_t *labels = json_object_get(json_object_get(node, "metadata"), "labels");
     const char *st = json_string_value(json_object_get(labels, UPGRADE_LABEL));
     const char *pg = driver_pod
                          ? json_string_value(json_object_get(
@@ -708,7 +717,19 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t
                 in.stage[s].operand_pod = p;
         }
     }
-    if (op_gate_node(&gp, &in, &out, &err) != KC_OK || !out.labels || !out.annotations ||
+    /* A node with taints that keep pods off: the gate checks that the DaemonSets of the stages
+     * without a pod there tolerate them (most nodes have none, and their reconciles read no
+     * DaemonSet). */
+    json_t *stage_ds[OP_STAGE_COUNT] = {NULL};
+    if (c->daemonsets && json_array_size(json_object_get(json_object_get(node, "spec"), "taints")))
+        for (int s = 0; s < OP_STAGE_COUNT; s++)
+            if (!in.stage[s].operand_pod)
+                in.stage[s].ds = stage_ds[s] =
+                    kc_informer_get(c->daemonsets, c->ns, op_stage_daemonset((op_stage)s));
+    kc_code gate_rc = op_gate_node(&gp, &in, &out, &err);
+    for (int s = 0; s < OP_STAGE_COUNT; s++)
+        json_decref(stage_ds[s]);
+    if (gate_rc != KC_OK || !out.labels || !out.annotations ||
         !(batch = batch_new(c, name, ev, start))) {
         again = backoff(c, name, 0);
         goto done;

@@ -47,6 +47,9 @@ typedef struct op_render_ctx {
     const char *driver_os;      /* the GPU nodes' OS as NVIDIA tags driver images, e.g.
                                    "ubuntu22.04": the driver image's tag gets "-<os>" (replacing
                                    an OS suffix it has), as NVIDIA's operator does; NULL: kept */
+    const char *runtime;        /* the GPU nodes' container runtime (containerd, docker, crio),
+                                   the toolkit's RUNTIME; NULL: none detected, then
+                                   spec.operator.defaultRuntime, else containerd */
 } op_render_ctx;
 
 /* Whether the spec enables state i (NVIDIA's defaults: driver.enabled, toolkit.enabled, ...;

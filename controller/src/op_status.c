@@ -79,7 +79,7 @@ static json_t *comparable(const json_t *status)
 }
 
 typedef struct agg {
-    long gpu, done, in_progress, reconfiguring, failed, opted_out, mig_failed;
+    long gpu, done, in_progress, reconfiguring, failed, opted_out, mig_failed, blocked;
     long at_stage[OP_STAGE_COUNT], failed_at[OP_STAGE_COUNT];
     json_t *behind; /* [{node, state, phase, reason}] */
 } agg;
@@ -112,6 +112,9 @@ static void aggregate(op_controller *c, agg *a)
         case OP_NODE_RECONFIGURING:
             a->reconfiguring++;
             break;
+        case OP_NODE_BLOCKED:
+            a->blocked++;
+            break;
         case OP_NODE_FAILED:
             a->failed++;
             if (r->stage >= 0 && r->stage < OP_STAGE_COUNT)
@@ -124,7 +127,8 @@ static void aggregate(op_controller *c, agg *a)
             break;
         }
         if (r->phase != OP_NODE_DONE) {
-            json_t *dst = r->phase == OP_NODE_FAILED ? failed : others;
+            json_t *dst =
+                r->phase == OP_NODE_FAILED || r->phase == OP_NODE_BLOCKED ? failed : others;
             if (json_array_size(dst) < MAX_BEHIND &&
                 json_array_append_new(dst, json_pack("{s:s, s:s, s:s, s:s}", "node", name, "state",
                                                      op_stage_name((op_stage)r->stage), "phase",
@@ -278,7 +282,9 @@ long op_reconcile_status(op_controller *c)
     }
     /* GPU nodes in the cache that no node reconcile has reported on yet (start-up). */
     long gpu_seen = atomic_load(&c->gpu_nodes);
-    bool nodes_ok = a.gpu > 0 && a.gpu + a.opted_out >= gpu_seen && a.in_progress == 0 &&
+    /* A node the operands cannot be scheduled on (blocked) is reported, not waited for: it
+     * holds no other node back, as long as some node is validated. */
+    bool nodes_ok = a.gpu > a.blocked && a.gpu + a.opted_out >= gpu_seen && a.in_progress == 0 &&
                     a.reconfiguring == 0 && a.failed == a.mig_failed;
     bool ready = !render_error[0] && nodes_ok && nr == 0;
     const char *reason;
@@ -311,8 +317,11 @@ long op_reconcile_status(op_controller *c)
         }
     } else {
         reason = "Reconciled";
-        snprintf(msg, sizeof(msg), "ClusterPolicy is ready: %ld GPU nodes validated%s", a.done,
-                 a.mig_failed ? " (some MIG reconfigurations failed: see status.behind)" : "");
+        snprintf(msg, sizeof(msg), "ClusterPolicy is ready: %ld GPU nodes validated%s%s", a.done,
+                 a.mig_failed ? " (some MIG reconfigurations failed: see status.behind)" : "",
+                 a.blocked ? " (some GPU nodes are blocked by taints the operands do not "
+                             "tolerate: see status.behind)"
+                           : "");
     }
     oom |= json_array_insert_new(conds, 0, condition("Ready", ready, reason, msg, old_conds, now));
     oom |= json_array_insert_new(conds, 1,
@@ -320,12 +329,12 @@ long op_reconcile_status(op_controller *c)
                                            render_error[0] ? "ReconcileFailed" : "NoError",
                                            render_error[0] ? msg : "", old_conds, now));
     json_t *status = json_pack(
-        "{s:s, s:s, s:I, s:o, s:{s:i, s:i, s:i, s:i, s:i, s:i}, s:o, s:O}", "state",
+        "{s:s, s:s, s:I, s:o, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i}, s:o, s:O}", "state",
         ready ? "ready" : "notReady", "namespace", c->ns, "observedGeneration",
         (json_int_t)num(json_object_get(live, "metadata"), "generation"), "conditions", conds,
         "nodes", "gpu", (int)a.gpu, "ready", (int)a.done, "inProgress", (int)a.in_progress,
         "reconfiguring", (int)a.reconfiguring, "failed", (int)a.failed, "optedOut",
-        (int)a.opted_out, "states", states, "behind", a.behind);
+        (int)a.opted_out, "blocked", (int)a.blocked, "states", states, "behind", a.behind);
     json_t *x = comparable(status), *y = comparable(old);
     bool same = json_equal(x, y);
     json_decref(x);

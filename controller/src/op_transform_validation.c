@@ -87,8 +87,12 @@ kc_code op_transform_toolkit(op_tctx *t)
                           "spec.operator.defaultRuntime: \"%s\" is not one of containerd, docker, "
                           "crio",
                           runtime);
-    if (ctr && runtime && op_env_set(ctr, "RUNTIME", runtime) != KC_OK)
-        return OOM(t);
+    /* The runtime the GPU nodes report wins over the deprecated defaultRuntime, which only
+     * fills in when no GPU node names a known one (NVIDIA's operator falls back to containerd).
+     * Set after toolkit.env, as NVIDIA's operator does: the nodes decide. */
+    const char *rt = t->ctx->runtime && *t->ctx->runtime ? t->ctx->runtime
+                     : runtime                           ? runtime
+                                                         : "containerd";
     /* The runtime handler the toolkit registers must match the RuntimeClass's handler. */
     if (ctr && rclass && op_env_set(ctr, "CONTAINERD_RUNTIME_CLASS", rclass) != KC_OK)
         return OOM(t);
@@ -114,7 +118,9 @@ kc_code op_transform_toolkit(op_tctx *t)
                       .main = ctrs[0],
                       .env = true,
                       .args = OP_ARGS_REPLACE};
-    return op_apply_component(t, ds, &c);
+    if ((rc = op_apply_component(t, ds, &c)) != KC_OK)
+        return rc;
+    return ctr && op_env_set(ctr, "RUNTIME", rt) != KC_OK ? OOM(t) : KC_OK;
 }
 
 kc_code op_transform_validation(op_tctx *t)

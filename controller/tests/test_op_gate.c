@@ -53,6 +53,18 @@ static const char *lbl(const json_t *patch, const char *k)
     return json_string_value(json_object_get(patch, k));
 }
 
+/* The first validation pod the gate asked for, as Succeeded, becomes stage s's validation pod on
+ * the node; out is cleared. Returns the pod (the caller's reference). */
+static json_t *validation_succeeded(op_gate_out *out, op_gate_in *in, op_stage s)
+{
+    json_t *pod = json_incref(json_array_get(out->create, 0));
+    json_object_set_new(pod, "status", json_pack("{s:s}", "phase", "Succeeded"));
+    op_gate_out_clear(out);
+    in->stage[s].val_pods[0] = pod;
+    in->stage[s].n_val = 1;
+    return pod;
+}
+
 Test(gate, cpu_node_gets_nothing)
 {
     op_gate_policy p = policy();
@@ -208,7 +220,8 @@ Test(gate, mig_default_and_opt_out)
     in.node = n;
     op_gate_node(&p, &in, &out, NULL);
     cr_assert_eq(out.phase, OP_NODE_OPTED_OUT);
-    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.driver"), "false");
+    cr_assert(json_is_null(json_object_get(out.labels, "nvidia.com/gpu.deploy.driver")),
+              "the operator's label goes");
     cr_assert_null(json_object_get(out.labels, "nvidia.com/gpu.deploy.dcgm"), "never overwrite");
     op_gate_out_clear(&out);
     json_decref(n);
@@ -239,11 +252,7 @@ Test(gate, plugin_and_mig_validation_resources)
     cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.gpu-feature-discovery"), "true",
                      "without driver and toolkit stages the followers start at once");
     /* Plugin validated: one MIG validation pod per advertised profile. */
-    json_t *pv = json_incref(json_array_get(out.create, 0));
-    json_object_set_new(pv, "status", json_pack("{s:s}", "phase", "Succeeded"));
-    op_gate_out_clear(&out);
-    in.stage[OP_STAGE_PLUGIN].val_pods[0] = pv;
-    in.stage[OP_STAGE_PLUGIN].n_val = 1;
+    json_t *pv = validation_succeeded(&out, &in, OP_STAGE_PLUGIN);
     op_gate_node(&p, &in, &out, NULL);
     cr_assert_eq(out.stage, OP_STAGE_MIG);
     cr_assert_eq(json_array_size(out.create), 2, "one per MIG profile");
@@ -325,4 +334,147 @@ Test(gate, a_refused_validation_pod_is_retried_after_the_backoff_from_its_creati
     json_decref(vp);
     json_decref(drv);
     json_decref(n);
+}
+
+/* A user's nvidia.com/gpu.deploy.<component>=false: the component is skipped on that node, the
+ * label is never set to true nor removed (opted out, or no GPU any more), and the chain goes on. */
+Test(gate, user_false_is_kept_and_skips_the_component)
+{
+    op_gate_policy p = policy();
+    json_t *n = gpu_node("    nvidia.com/gpu.deploy.driver: \"false\"\n"
+                         "    nvidia.com/gpu.deploy.dcgm-exporter: \"false\"\n",
+                         "");
+    json_t *tk = ready_pod("tk");
+    op_gate_in in = {.node = n, .now_ms = 1000};
+    op_gate_out out;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_null(json_object_get(out.labels, "nvidia.com/gpu.deploy.driver"));
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.container-toolkit"), "true",
+                     "the toolkit comes first on a node with its own driver");
+    cr_assert_eq(out.stage, OP_STAGE_TOOLKIT);
+    op_gate_out_clear(&out);
+
+    /* The toolkit validated: the followers come, but not the one the user keeps off. */
+    in.stage[OP_STAGE_TOOLKIT].operand_pod = tk;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(json_array_size(out.create), 1);
+    json_t *val = validation_succeeded(&out, &in, OP_STAGE_TOOLKIT);
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.gpu-feature-discovery"), "true");
+    cr_assert_null(json_object_get(out.labels, "nvidia.com/gpu.deploy.dcgm-exporter"));
+    cr_assert_null(json_object_get(out.labels, "nvidia.com/gpu.deploy.driver"));
+    op_gate_out_clear(&out);
+    json_decref(n);
+
+    /* Opted out, then not a GPU node: the user's values stay. */
+    n = gpu_node("    nvidia.com/gpu.deploy.operands: \"false\"\n"
+                 "    nvidia.com/gpu.deploy.driver: \"false\"\n",
+                 "");
+    in.node = n;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(out.phase, OP_NODE_OPTED_OUT);
+    cr_assert_null(json_object_get(out.labels, "nvidia.com/gpu.deploy.driver"));
+    op_gate_out_clear(&out);
+    json_decref(n);
+    n = yaml("metadata: {name: c, labels: {nvidia.com/gpu.deploy.driver: \"false\", "
+             "nvidia.com/gpu.deploy.device-plugin: \"true\"}}\n");
+    in.node = n;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(out.phase, OP_NODE_NOT_GPU);
+    cr_assert_null(json_object_get(out.labels, "nvidia.com/gpu.deploy.driver"));
+    cr_assert(json_is_null(json_object_get(out.labels, "nvidia.com/gpu.deploy.device-plugin")));
+    op_gate_out_clear(&out);
+    json_decref(n);
+    json_decref(val);
+    json_decref(tk);
+}
+
+static json_t *tainted_node(const char *taints, bool cordoned)
+{
+    char buf[1024];
+    snprintf(buf, sizeof(buf),
+             "metadata:\n  name: n1\n  labels:\n    feature.node.kubernetes.io/pci-10de.present: "
+             "\"true\"\nspec: {unschedulable: %s, taints: %s}\n",
+             cordoned ? "true" : "false", taints);
+    return yaml(buf);
+}
+
+/* A taint the stage's DaemonSet does not tolerate blocks the node with the taint and the fix; a
+ * tolerated one, a PreferNoSchedule one and a cordon do not. */
+Test(gate, untolerated_taint_blocks_the_node)
+{
+    op_gate_policy p = policy();
+    json_t *ds = yaml("spec: {template: {spec: {tolerations: [{key: nvidia.com/gpu, operator: "
+                      "Exists, effect: NoSchedule}, {key: team, operator: Equal, value: a}]}}}\n");
+    struct {
+        const char *taints;
+        bool cordoned;
+        op_node_phase want;
+    } cases[] = {
+        {"[{key: dedicated, value: training, effect: NoSchedule}]", false, OP_NODE_BLOCKED},
+        {"[{key: team, value: b, effect: NoExecute}]", false, OP_NODE_BLOCKED},
+        {"[{key: team, value: a, effect: NoExecute}]", false, OP_NODE_IN_PROGRESS},
+        {"[{key: nvidia.com/gpu, value: present, effect: NoSchedule}]", false, OP_NODE_IN_PROGRESS},
+        {"[{key: dedicated, effect: PreferNoSchedule}]", false, OP_NODE_IN_PROGRESS},
+        {"[{key: node.kubernetes.io/unschedulable, effect: NoSchedule}]", true,
+         OP_NODE_IN_PROGRESS},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *n = tainted_node(cases[i].taints, cases[i].cordoned);
+        op_gate_in in = {.node = n, .now_ms = 1000};
+        in.stage[OP_STAGE_DRIVER].ds = ds;
+        op_gate_out out;
+        op_gate_node(&p, &in, &out, NULL);
+        cr_assert_eq(out.phase, cases[i].want, "case %zu: %s", i, out.reason);
+        if (cases[i].want == OP_NODE_BLOCKED) {
+            cr_assert(strstr(out.reason, "spec.daemonsets.tolerations"), "%s", out.reason);
+            cr_assert(strstr(out.reason, "nvidia-driver-daemonset"), "%s", out.reason);
+            cr_assert_str_eq(op_node_phase_name(out.phase), "blocked");
+        }
+        op_gate_out_clear(&out);
+        json_decref(n);
+    }
+    json_t *n = tainted_node("[{key: dedicated, value: training, effect: NoSchedule}]", false);
+    op_gate_in in = {.node = n, .now_ms = 1000};
+    in.stage[OP_STAGE_DRIVER].ds = ds;
+    op_gate_out out;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert(strstr(out.reason, "taint dedicated=training:NoSchedule is not tolerated"), "%s",
+              out.reason);
+    op_gate_out_clear(&out);
+    /* The DaemonSet not in the cache yet: no verdict. */
+    in.stage[OP_STAGE_DRIVER].ds = NULL;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(out.phase, OP_NODE_IN_PROGRESS);
+    op_gate_out_clear(&out);
+    in.stage[OP_STAGE_DRIVER].ds = ds;
+    /* The pod runs already (the taint came later): nothing blocks. */
+    json_t *pod = ready_pod("drv");
+    in.stage[OP_STAGE_DRIVER].operand_pod = pod;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_neq(out.phase, OP_NODE_BLOCKED);
+    op_gate_out_clear(&out);
+    json_decref(pod);
+    json_decref(n);
+    json_decref(ds);
+}
+
+Test(gate, node_runtime)
+{
+    static const char *const cases[][2] = {{"containerd://1.7.20", "containerd"},
+                                           {"docker://24.0.7", "docker"},
+                                           {"cri-o://1.29.1", "crio"},
+                                           {"rkt://1.0", NULL},
+                                           {"", NULL}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *n = json_pack("{s:{s:{s:s}}}", "status", "nodeInfo", "containerRuntimeVersion",
+                              cases[i][0]);
+        const char *got = op_node_runtime(n);
+        if (cases[i][1])
+            cr_assert_str_eq(got ? got : "(null)", cases[i][1]);
+        else
+            cr_assert_null(got, "%s", cases[i][0]);
+        json_decref(n);
+    }
+    cr_assert_null(op_node_runtime(NULL));
 }

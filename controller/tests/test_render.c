@@ -1061,20 +1061,28 @@ Test(op_image, malformed)
     json_decref(notobj);
 }
 
+/* A container of the state's DaemonSet rendered for ctx (a new reference). */
+static json_t *rendered_container(const op_states *s, const char *state, const op_render_ctx *ctx,
+                                  const char *name)
+{
+    json_t *objs = NULL;
+    kc_err err;
+    cr_assert_eq(op_render_state(s, (size_t)op_states_find(s, state), ctx, &objs, &err), KC_OK,
+                 "%s", err.msg);
+    json_t *c = json_incref(container(find_kind(objs, "DaemonSet"), name));
+    json_decref(objs);
+    return c;
+}
+
 /* Driver images are tagged per OS: the nodes' OS replaces the tag's suffix or is appended. */
 static const char *driver_image_for(const op_states *s, const json_t *spec, const char *os,
                                     char *buf, size_t size)
 {
     json_t *own = owner();
     op_render_ctx ctx = {.spec = spec, .ns = "gpu-operator", .owner = own, .driver_os = os};
-    json_t *objs = NULL;
-    kc_err err;
-    cr_assert_eq(op_render_state(s, (size_t)op_states_find(s, "state-driver"), &ctx, &objs, &err),
-                 KC_OK, "%s", err.msg);
-    json_t *ds = find_kind(objs, "DaemonSet");
-    snprintf(buf, size, "%s",
-             json_string_value(json_object_get(container(ds, "nvidia-driver-ctr"), "image")));
-    json_decref(objs);
+    json_t *c = rendered_container(s, "state-driver", &ctx, "nvidia-driver-ctr");
+    snprintf(buf, size, "%s", json_string_value(json_object_get(c, "image")));
+    json_decref(c);
     json_decref(own);
     return buf;
 }
@@ -1099,5 +1107,43 @@ Test(render_behaviour, driver_image_tag_follows_the_nodes_os)
     driver_image_for(s, spec, "ubuntu22.04", buf, sizeof(buf));
     cr_assert(strstr(buf, "-ubuntu22.04") && !strstr(buf, "24.04"), "default image: %s", buf);
     json_decref(spec);
+    op_states_free(s);
+}
+
+/* The toolkit's RUNTIME: the GPU nodes' runtime, else spec.operator.defaultRuntime, else
+ * containerd; toolkit.env cannot change it (NVIDIA's order). */
+static void expect_toolkit_runtime(const op_states *s, const char *spec_text, const char *rt,
+                                   const char *want)
+{
+    json_t *own = owner(), *spec = spec_yaml(spec_text);
+    op_render_ctx ctx = {.spec = spec, .ns = "gpu-operator", .owner = own, .runtime = rt};
+    json_t *c =
+        rendered_container(s, "state-container-toolkit", &ctx, "nvidia-container-toolkit-ctr");
+    size_t i, n = 0;
+    json_t *e;
+    json_array_foreach(json_object_get(c, "env"), i, e)
+    {
+        if (!strcmp(json_string_value(json_object_get(e, "name")), "RUNTIME")) {
+            cr_expect_str_eq(json_string_value(json_object_get(e, "value")), want,
+                             "spec %s, nodes' runtime %s", spec_text, rt ? rt : "none");
+            n++;
+        }
+    }
+    cr_expect_eq(n, 1, "one RUNTIME entry");
+    json_decref(c);
+    json_decref(spec);
+    json_decref(own);
+}
+
+Test(render_behaviour, toolkit_runtime_follows_the_nodes)
+{
+    op_states *s = load_states();
+    const char *docker = "operator: {defaultRuntime: docker}\n";
+    expect_toolkit_runtime(s, docker, "containerd", "containerd");
+    expect_toolkit_runtime(s, "{}\n", "crio", "crio");
+    expect_toolkit_runtime(s, docker, NULL, "docker"); /* no node reports a runtime */
+    expect_toolkit_runtime(s, "{}\n", NULL, "containerd");
+    expect_toolkit_runtime(s, "toolkit: {env: [{name: RUNTIME, value: docker}]}\n", "containerd",
+                           "containerd");
     op_states_free(s);
 }

@@ -36,7 +36,7 @@ static void usage(FILE *f)
         "  --port N               HTTPS port (default 0: any free port)\n"
         "  --http-port N          also serve plain HTTP on N (0: any free port; default off)\n"
         "  --fleet FILE           YAML `nodes: [{name, count, cpu, memory, pods, labels,\n"
-        "                         taints}]` of nodes to register at start\n"
+        "                         taints, runtime}]` of nodes to register at start\n"
         "  --image-map FILE       YAML `images: [{image, program, args_prefix, env}]`: pods\n"
         "                         with a matching image run the program locally\n"
         "  --rbac                 authorize ServiceAccount users with RBAC\n"
@@ -247,6 +247,12 @@ static json_t *fleet_node(const json_t *e, const char *name)
     const json_t *taints = json_object_get(e, "taints");
     if (json_is_array(taints) && json_array_size(taints) > 0)
         json_object_set_new(json_object_get(node, "spec"), "taints", json_deep_copy(taints));
+    /* The container runtime the node reports (nodesim's `runtime` key; the kubelet's default
+     * otherwise). */
+    const json_t *rt = json_object_get(e, "runtime");
+    if (json_is_string(rt))
+        json_object_set_new(json_object_get(node, "status"), "nodeInfo",
+                            json_pack("{s:O}", "containerRuntimeVersion", rt));
     json_t *es = as_string(json_object_get(e, "ephemeral-storage"), NULL);
     if (es)
         json_object_set_new(json_object_get(json_object_get(node, "status"), "capacity"),
@@ -267,7 +273,7 @@ static kc_code register_fleet(ks_sim *sim, const char *path, size_t *count, kc_e
     if (!json_is_array(nodes)) {
         rc = kc_err_set(err, KC_EINVALID,
                         "fleet %s: expected a top-level `nodes:` list of {name, count, cpu, "
-                        "memory, labels, taints}",
+                        "memory, labels, taints, runtime}",
                         path);
         goto out;
     }

@@ -31,10 +31,10 @@ typedef struct ns_simnode {
     unsigned index;
     char *fault_spec; /* the annotation value last parsed */
     ns_faults faults;
-    ns_mp_gpu_state mig[NS_MAX_GPUS]; /* the GPUs' MIG state (the "hardware") */
-    char op_uid[NS_OP_COUNT][64];     /* the Running pod of each operand, "" when none */
-    uint64_t op_since[NS_OP_COUNT];   /* when it was first seen Running */
-    char crashed_uid[64];             /* driver pod whose status says it crash-loops */
+    ns_mp_gpu_state mig[NS_MAX_GPUS];  /* the GPUs' MIG state (the "hardware") */
+    char op_uid[NS_OP_COUNT][64];      /* the Running pod of each operand, "" when none */
+    uint64_t op_since[NS_OP_COUNT];    /* when it was first seen Running */
+    char crashed_uid[NS_OP_COUNT][64]; /* the operand pod whose status says it crash-loops */
     /* MIG manager */
     ns_mm_phase mm;
     bool mm_have_handled;

@@ -112,6 +112,19 @@ ns_operand ns_operand_of_pod(const json_t *pod, const char *validator_glob)
     return NS_OP_NONE;
 }
 
+const char *ns_runtime_name(const char *v)
+{
+    if (!v)
+        return NULL;
+    if (!strncmp(v, "containerd://", 13))
+        return "containerd";
+    if (!strncmp(v, "docker://", 9))
+        return "docker";
+    if (!strncmp(v, "cri-o://", 8))
+        return "crio";
+    return NULL;
+}
+
 const char *ns_pod_env(const json_t *pod, const char *name)
 {
     const json_t *spec = json_object_get(pod, "spec");

@@ -42,6 +42,11 @@ ns_operand ns_operand_of_pod(const json_t *pod, const char *validator_glob);
 const char *ns_pod_env(const json_t *pod, const char *name);
 const char *ns_pod_arg(const json_t *pod, const char *arg);
 
+/* The runtime name NVIDIA's toolkit takes in RUNTIME (containerd, docker, crio) for a node's
+ * status.nodeInfo.containerRuntimeVersion ("containerd://1.7.20", "docker://24.0.7",
+ * "cri-o://1.29.1"); NULL when it names none of them. */
+const char *ns_runtime_name(const char *container_runtime_version);
+
 /* The MIG strategy a device-plugin or GFD pod runs with: MIG_STRATEGY env or --mig-strategy arg,
  * else the config file's flags.migStrategy, else none. */
 ns_mig_strategy ns_pod_mig_strategy(const json_t *pod, const ns_dpconfig *cfg);

@@ -129,16 +129,17 @@ static bool up_for(step *s, ns_operand op, long ms)
     return false;
 }
 
-/* The driver pod's container status while the injected driver fault lasts (crash loop), and back
- * to running once it is cleared. */
-static void driver_crash_status(step *s, bool crash)
+/* An operand pod's container status while it fails (a crash loop whose last run ended with
+ * msg, the error the component prints), and back to running once it no longer does. */
+static void crash_status(step *s, ns_operand op, const char *msg)
 {
     ns_simnode *n = s->n;
-    const json_t *pod = s->op_pod[NS_OP_DRIVER];
+    const json_t *pod = s->op_pod[op];
     if (!pod)
         return;
-    const char *uid = n->op_uid[NS_OP_DRIVER];
-    bool is_crashed = strcmp(n->crashed_uid, uid) == 0;
+    bool crash = msg != NULL;
+    const char *uid = n->op_uid[op];
+    bool is_crashed = strcmp(n->crashed_uid[op], uid) == 0;
     if (crash == is_crashed)
         return;
     const json_t *c0 =
@@ -151,17 +152,15 @@ static void driver_crash_status(step *s, bool crash)
     if (crash)
         cs = json_pack("{s:s, s:s, s:s, s:b, s:b, s:i, s:{s:{s:s, s:s}}, s:{s:{s:i, s:s, s:s, s:s, "
                        "s:s}}}",
-                       "name", cname ? cname : "nvidia-driver-ctr", "image", img ? img : "",
+                       "name", cname ? cname : ns_operand_name(op), "image", img ? img : "",
                        "imageID", "", "ready", 0, "started", 0, "restartCount", 3, "state",
                        "waiting", "reason", "CrashLoopBackOff", "message",
                        "back-off 40s restarting failed container", "lastState", "terminated",
-                       "exitCode", 1, "reason", "Error", "message",
-                       "modprobe: ERROR: could not insert 'nvidia': No such device (the NVIDIA "
-                       "kernel module failed to load)",
-                       "startedAt", now, "finishedAt", now);
+                       "exitCode", 1, "reason", "Error", "message", msg, "startedAt", now,
+                       "finishedAt", now);
     else
         cs = json_pack("{s:s, s:s, s:s, s:b, s:b, s:i, s:{s:{s:s}}}", "name",
-                       cname ? cname : "nvidia-driver-ctr", "image", img ? img : "", "imageID", "",
+                       cname ? cname : ns_operand_name(op), "image", img ? img : "", "imageID", "",
                        "ready", 1, "started", 1, "restartCount", 4, "state", "running", "startedAt",
                        now);
     json_t *patch =
@@ -176,13 +175,44 @@ static void driver_crash_status(step *s, bool crash)
                  str_at(pod, "metadata", "name"), KC_PATCH_STRATEGIC, patch, &po, NULL, &err);
     json_decref(patch);
     if (rc == KC_OK) {
-        snprintf(n->crashed_uid, sizeof(n->crashed_uid), "%s", crash ? uid : "");
-        kc_info(crash ? "driver fails to load (fault)" : "driver loads again", "node=%s pod=%s",
-                n->name, str_at(pod, "metadata", "name"));
+        snprintf(n->crashed_uid[op], sizeof(n->crashed_uid[op]), "%s", crash ? uid : "");
+        kc_info(crash ? "operand fails" : "operand runs again", "node=%s operand=%s pod=%s",
+                n->name, ns_operand_name(op), str_at(pod, "metadata", "name"));
     } else {
-        kc_warn("cannot write the driver pod status", "node=%s err=\"%s\"", n->name, err.msg);
+        kc_warn("cannot write the operand pod status", "node=%s err=\"%s\"", n->name, err.msg);
         want_again(s, s->now + 500);
     }
+}
+
+/* What NVIDIA's toolkit installer (nvidia-ctk-installer) ends with when the runtime it is told
+ * to configure (RUNTIME) is not the one the node runs: it configures that runtime and then cannot
+ * reach it to reload it (containerd and Docker by a signal through their socket, CRI-O through
+ * systemd). NULL when they match or the pod names no runtime. */
+static const char *toolkit_runtime_error(const json_t *pod, const char *node_runtime, char *buf,
+                                         size_t size)
+{
+    const char *want = pod ? ns_pod_env(pod, "RUNTIME") : NULL;
+    if (!want || !*want)
+        return NULL;
+    const char *have = ns_runtime_name(node_runtime);
+    if (have && !strcmp(want, have))
+        return NULL;
+    if (!strcmp(want, "crio"))
+        snprintf(buf, size,
+                 "error running nvidia-ctk-installer: unable to setup runtime: unable to restart "
+                 "crio: error restarting crio using systemd: exit status 5");
+    else if (!strcmp(want, "containerd") || !strcmp(want, "docker"))
+        snprintf(buf, size,
+                 "error running nvidia-ctk-installer: unable to setup runtime: unable to restart "
+                 "%s: unable to dial: dial unix /runtime/sock-dir/%s.sock: connect: no such file "
+                 "or directory",
+                 want, want);
+    else
+        snprintf(buf, size,
+                 "error running nvidia-ctk-installer: invalid runtime \"%s\"; expected one of "
+                 "[containerd | crio | docker]",
+                 want);
+    return buf;
 }
 
 /* ---- ConfigMaps ---- */
@@ -663,11 +693,22 @@ long ns_reconcile_node(ns_engine *e, ns_simnode *n)
     const ns_fleet_group *g = n->g;
     bool has_gpus = g->model != NULL;
     if (has_gpus && g->driver == NS_PROV_CONTAINER)
-        driver_crash_status(&s, n->faults.driver_fail);
+        crash_status(&s, NS_OP_DRIVER,
+                     n->faults.driver_fail
+                         ? "modprobe: ERROR: could not insert 'nvidia': No such device (the "
+                           "NVIDIA kernel module failed to load)"
+                         : NULL);
     bool driver_up = has_gpus && !rebooting && !n->faults.driver_fail &&
                      (g->driver == NS_PROV_HOST || up_for(&s, NS_OP_DRIVER, e->t.driver_load_ms));
-    bool toolkit_up =
-        driver_up && (g->toolkit == NS_PROV_HOST || up_for(&s, NS_OP_TOOLKIT, e->t.toolkit_ms));
+    char tk_err[300];
+    const char *tk_fail = NULL;
+    if (has_gpus && g->toolkit == NS_PROV_CONTAINER) {
+        tk_fail =
+            toolkit_runtime_error(s.op_pod[NS_OP_TOOLKIT], g->runtime, tk_err, sizeof(tk_err));
+        crash_status(&s, NS_OP_TOOLKIT, tk_fail);
+    }
+    bool toolkit_up = driver_up && !tk_fail &&
+                      (g->toolkit == NS_PROV_HOST || up_for(&s, NS_OP_TOOLKIT, e->t.toolkit_ms));
 
     /* The GPUs still on the bus and their MIG state. */
     int n_gpus = 0;

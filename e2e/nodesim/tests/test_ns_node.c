@@ -220,3 +220,13 @@ Test(operand, validation_outcomes)
     json_decref(alloc);
     json_decref(p);
 }
+
+/* The node's runtime as the toolkit's RUNTIME names it, from containerRuntimeVersion. */
+Test(operand, runtime_name)
+{
+    cr_assert_str_eq(ns_runtime_name("containerd://1.7.20"), "containerd");
+    cr_assert_str_eq(ns_runtime_name("docker://24.0.7"), "docker");
+    cr_assert_str_eq(ns_runtime_name("cri-o://1.29.1"), "crio");
+    cr_assert_null(ns_runtime_name("containerd"));
+    cr_assert_null(ns_runtime_name(NULL));
+}
