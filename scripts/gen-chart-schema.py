@@ -25,7 +25,7 @@ SPEC_SECTIONS = [
     "psa", "cdi", "sandboxWorkloads", "hostPaths", "daemonsets", "validator", "operator", "mig",
     "driver", "toolkit", "devicePlugin", "dcgm", "dcgmExporter", "gfd", "migManager",
     "nodeStatusExporter", "gds", "gdrcopy", "vgpuManager", "vgpuDeviceManager", "vfioManager",
-    "kataManager", "sandboxDevicePlugin", "ccManager",
+    "kataManager", "sandboxDevicePlugin", "kataSandboxDevicePlugin", "ccManager", "psp",
 ]
 
 KEEP = ("type", "description", "properties", "items", "enum", "pattern", "minimum", "maximum",
@@ -125,6 +125,19 @@ def build():
         "cleanupPolicy": b("Deletes the ClusterPolicy in a pre-delete hook Job and waits for the "
                            "operator to remove the operands and node labels."),
     })
+    op["env"] = copy.deepcopy(props["driver"]["properties"]["env"])
+    op["env"]["description"] = "Extra environment variables of the operator container."
+    op["cleanupCRD"] = b("Deletes the ClusterPolicy CRD in the pre-delete hook, after the "
+                         "ClusterPolicy (NVIDIA's operator.cleanupCRD).")
+    op["logging"] = obj("Log settings of the operator (NVIDIA's zap flags).", {
+        "level": s("Least level logged (KC_LOG_LEVEL): debug, info, warn or error; NVIDIA's zap "
+                   "levels dpanic, panic and fatal log errors only.",
+                   enum=["debug", "info", "warn", "error", "dpanic", "panic", "fatal"]),
+        "develMode": b("Debug logs (NVIDIA's --zap-devel)."),
+        "timeEncoding": s("Accepted for NVIDIA's values; the operator's log lines always carry "
+                          "an RFC 3339 time.",
+                          enum=["epoch", "millis", "nano", "iso8601", "rfc3339", "rfc3339nano"]),
+    })
     # Labels and annotations also go on the operator pod; defaultRuntime is a runtime hint.
     op["defaultRuntime"] = s("Container runtime of the GPU nodes (containerd, docker, crio); the "
                              "container toolkit configures it.", enum=["containerd", "docker", "crio"])
@@ -142,8 +155,24 @@ def build():
 
     props["devicePlugin"]["properties"]["config"]["properties"].update(
         config_create("devicePlugin", "device plugin configurations, e.g. time-slicing"))
-    props["dcgmExporter"]["properties"]["config"]["properties"].update(
-        config_create("dcgmExporter", "DCGM metrics lists"))
+    dcfg = props["dcgmExporter"]["properties"]["config"]["properties"]
+    dcfg.update(config_create("dcgmExporter", "DCGM metrics lists"))
+    dcfg["data"]["type"] = ["object", "string"]
+    dcfg["data"]["description"] = ("The metrics to collect: a CSV string (NVIDIA's form, the "
+                                   "ConfigMap's dcgm-metrics.csv) or the ConfigMap's keys.")
+
+    drv = props["driver"]["properties"]
+    drv["nvidiaDriverCRD"] = obj("NVIDIA's NVIDIADriver CRD (not supported by this operator: "
+                                 "enabled=true fails the install).", {
+        "enabled": b("Must stay false."),
+        "deployDefaultCR": b("Unused while enabled is false."),
+        "driverType": s("Unused while enabled is false.", enum=["gpu", "vgpu", "vgpu-host-manager"]),
+        "nodeSelector": string_map("Unused while enabled is false."),
+    })
+    up = drv["upgradePolicy"]["properties"]
+    up["gpuPodDeletion"] = copy.deepcopy(up["podDeletion"])
+    up["gpuPodDeletion"]["description"] = ("NVIDIA's name for upgradePolicy.podDeletion: how GPU "
+                                           "pods are deleted before a driver upgrade.")
 
     props["platform"] = obj("Where the cluster runs.", {
         "openshift": b("OpenShift (not supported by this chart: true fails the install)."),
@@ -159,6 +188,26 @@ def build():
     props["clusterPolicy"] = obj("The ClusterPolicy the chart creates from these values.", {
         "name": s("Name of the ClusterPolicy.", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", maxLength=253),
         "create": b("Creates the ClusterPolicy (false: bring your own)."),
+        "deployCR": b("NVIDIA's name for create; the ClusterPolicy is created when both are true."),
+    })
+    props["gpuCluster"] = obj("NVIDIA's GPUCluster (DRA) stack: not supported by this operator.", {
+        "deployCR": b("Must stay false: true fails the install."),
+    })
+    open_obj = obj("Accepted for NVIDIA's values; unused (gpuCluster.deployCR must stay false).")
+    props["draDriver"] = obj("NVIDIA's DRA driver, deployed only through gpuCluster (not "
+                             "supported by this operator); accepted while gpuCluster is off.", {
+        "repository": s("Unused.", pattern=r"^\S*$"),
+        "image": s("Unused.", pattern=r"^\S*$"),
+        "version": s("Unused.", pattern=r"^\S*$"),
+        "imagePullPolicy": s("Unused.", enum=["Always", "IfNotPresent", "Never"]),
+        "imagePullSecrets": {"type": "array", "description": "Unused.", "items": {"type": "string"}},
+        "featureGates": obj("Unused.", additionalProperties={"type": "boolean"}),
+        "gpus": obj("Unused.", {"kubeletPlugin": open_obj}),
+        "computeDomains": obj("Unused.", {
+            "enabled": b("Unused."),
+            "controller": open_obj,
+            "kubeletPlugin": open_obj,
+        }),
     })
     props["extraObjects"] = {"type": "array", "description": "Extra manifests, rendered with tpl.",
                              "items": {"type": ["object", "string"]}}

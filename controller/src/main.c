@@ -49,7 +49,9 @@ static void usage(FILE *f)
         "                                    $CRDS_DIR, then /opt/gpu-operator/crds)\n"
         "  --delete-clusterpolicy NAME       delete the ClusterPolicy, wait until the\n"
         "                                    operator's finalizer let it go\n"
-        "  --hook-timeout S                  how long either waits (default 120)\n"
+        "  --delete-crd NAME                 then delete the CustomResourceDefinition, wait\n"
+        "                                    until it is gone\n"
+        "  --hook-timeout S                  how long each waits (default 120)\n"
         /* --- end chart hook modes --- */
         "  --version, --help\n"
         "Environment: OPERATOR_NAMESPACE (default gpu-operator), KC_LOG_LEVEL.\n");
@@ -123,11 +125,13 @@ enum {
     O_VERSION,
     O_APPLY_CRD, /* chart hook modes */
     O_DELETE_POLICY,
+    O_DELETE_CRD,
     O_HOOK_TIMEOUT
 };
 
 /* --- chart hook modes: one API call sequence, then exit --- */
-static int run_hook(const char *kubeconfig, const char *crd, const char *policy, int timeout_s)
+static int run_hook(const char *kubeconfig, const char *crd, const char *policy,
+                    const char *del_crd, int timeout_s)
 {
     kc_err err;
     kc_config *cfg = NULL;
@@ -146,6 +150,10 @@ static int run_hook(const char *kubeconfig, const char *crd, const char *policy,
         goto out;
     }
     if (policy && op_policy_delete_wait(client, policy, timeout_s, stdout, &err) != KC_OK) {
+        fprintf(stderr, "gpu-operator: %s\n", err.msg);
+        goto out;
+    }
+    if (del_crd && op_crd_delete_wait(client, del_crd, timeout_s, stdout, &err) != KC_OK) {
         fprintf(stderr, "gpu-operator: %s\n", err.msg);
         goto out;
     }
@@ -178,6 +186,7 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, O_VERSION},
         {"apply-crd", required_argument, NULL, O_APPLY_CRD}, /* chart hook modes */
         {"delete-clusterpolicy", required_argument, NULL, O_DELETE_POLICY},
+        {"delete-crd", required_argument, NULL, O_DELETE_CRD},
         {"hook-timeout", required_argument, NULL, O_HOOK_TIMEOUT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -188,7 +197,7 @@ int main(int argc, char **argv)
     int workers = 0;
     double qps = 0;
     long backoff = 0;
-    const char *hook_crd = NULL, *hook_policy = NULL; /* chart hook modes */
+    const char *hook_crd = NULL, *hook_policy = NULL, *hook_del_crd = NULL; /* chart hook modes */
     int hook_timeout = 120;
     int c;
     while ((c = getopt_long(argc, argv, "hv", opts, NULL)) != -1) {
@@ -238,6 +247,9 @@ int main(int argc, char **argv)
         case O_DELETE_POLICY:
             hook_policy = optarg;
             break;
+        case O_DELETE_CRD:
+            hook_del_crd = optarg;
+            break;
         case O_HOOK_TIMEOUT:
             hook_timeout = atoi(optarg);
             if (hook_timeout <= 0) {
@@ -255,8 +267,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpu-operator: unexpected argument %s\n", argv[optind]);
         return 2;
     }
-    if (hook_crd || hook_policy) /* chart hook modes */
-        return run_hook(kubeconfig, hook_crd, hook_policy, hook_timeout);
+    if (hook_crd || hook_policy || hook_del_crd) /* chart hook modes */
+        return run_hook(kubeconfig, hook_crd, hook_policy, hook_del_crd, hook_timeout);
     const char *ns = getenv("OPERATOR_NAMESPACE");
     if (!ns || !*ns)
         ns = "gpu-operator";

@@ -1,6 +1,7 @@
 /* op_crd_apply: the Helm chart's hook modes of the operator binary: the pre-upgrade Job re-applies
  * the ClusterPolicy CRD (helm installs crds/ only once), the pre-delete Job deletes the
- * ClusterPolicy and waits while the operator's finalizer cleans the cluster. */
+ * ClusterPolicy and waits while the operator's finalizer cleans the cluster, then (with the
+ * chart's operator.cleanupCRD) deletes the CRD. */
 #include "op_crd_apply.h"
 
 #include <stdbool.h>
@@ -150,28 +151,36 @@ out:
     return rc;
 }
 
-kc_code op_policy_delete_wait(kc_client *c, const char *name, int timeout_s, FILE *out, kc_err *err)
+/* What delete_wait says of one kind of object. */
+typedef struct {
+    const kc_resource *res;
+    const char *kind;    /* "clusterpolicy" */
+    const char *ref;     /* "clusterpolicy.nvidia.com", as kubectl names it */
+    const char *absent;  /* after "<kind> <name> not found; " */
+    const char *waiting; /* after "<ref>/<name> deleted" */
+    const char *hint;    /* after the timeout error's finalizers */
+} delete_what;
+
+/* Deletes the object `name` and waits up to timeout_s for it to be gone. */
+static kc_code delete_wait(kc_client *c, const delete_what *w, const char *name, int timeout_s,
+                           FILE *out, kc_err *err)
 {
-    kc_code rc =
-        kc_delete(c, &KC_RES_CLUSTERPOLICIES, NULL, name, KC_PROPAGATE_BACKGROUND, NULL, err);
+    kc_code rc = kc_delete(c, w->res, NULL, name, KC_PROPAGATE_BACKGROUND, NULL, err);
     if (rc == KC_ENOTFOUND) {
-        fprintf(out, "clusterpolicy %s not found; nothing to clean up\n", name);
+        fprintf(out, "%s %s not found; %s\n", w->kind, name, w->absent);
         return KC_OK;
     }
     if (rc != KC_OK) {
-        kc_err_prefix(err, "deleting clusterpolicy %s", name);
+        kc_err_prefix(err, "deleting %s %s", w->kind, name);
         return rc;
     }
-    fprintf(out,
-            "clusterpolicy.nvidia.com/%s deleted; waiting for the operator to remove the "
-            "operands and node labels\n",
-            name);
+    fprintf(out, "%s/%s deleted%s\n", w->ref, name, w->waiting);
     time_t end = time(NULL) + timeout_s;
     for (;;) {
         json_t *live = NULL;
-        rc = kc_get(c, &KC_RES_CLUSTERPOLICIES, NULL, name, &live, err);
+        rc = kc_get(c, w->res, NULL, name, &live, err);
         if (rc == KC_ENOTFOUND) {
-            fprintf(out, "clusterpolicy.nvidia.com/%s gone\n", name);
+            fprintf(out, "%s/%s gone\n", w->ref, name);
             return KC_OK;
         }
         char fins[256] = "";
@@ -186,15 +195,39 @@ kc_code op_policy_delete_wait(kc_client *c, const char *name, int timeout_s, FIL
         }
         json_decref(live);
         if (rc != KC_OK) {
-            kc_err_prefix(err, "reading clusterpolicy %s", name);
+            kc_err_prefix(err, "reading %s %s", w->kind, name);
             return rc;
         }
         if (time(NULL) >= end)
-            return kc_err_set(err, KC_ETIMEDOUT,
-                              "clusterpolicy %s still exists after %d s (finalizers: %s): is the "
-                              "operator running? Its finalizer removes the operands and node "
-                              "labels first; `helm uninstall --no-hooks` skips this wait",
-                              name, timeout_s, fins[0] ? fins : "none");
+            return kc_err_set(err, KC_ETIMEDOUT, "%s %s still exists after %d s (finalizers: %s)%s",
+                              w->kind, name, timeout_s, fins[0] ? fins : "none", w->hint);
         sleep_ms(500);
     }
+}
+
+/* The objects the hooks delete: the ClusterPolicy, the CRD. */
+static const delete_what POLICY = {&KC_RES_CLUSTERPOLICIES,
+                                   "clusterpolicy",
+                                   "clusterpolicy.nvidia.com",
+                                   "nothing to clean up",
+                                   "; waiting for the operator to remove the operands and node "
+                                   "labels",
+                                   ": is the operator running? Its finalizer removes the operands "
+                                   "and node labels first; `helm uninstall --no-hooks` skips "
+                                   "this wait"},
+                         CRD = {&KC_RES_CRDS,
+                                "customresourcedefinition",
+                                "customresourcedefinition.apiextensions.k8s.io",
+                                "nothing to delete",
+                                "",
+                                ""};
+
+kc_code op_policy_delete_wait(kc_client *c, const char *name, int timeout_s, FILE *out, kc_err *err)
+{
+    return delete_wait(c, &POLICY, name, timeout_s, out, err);
+}
+
+kc_code op_crd_delete_wait(kc_client *c, const char *name, int timeout_s, FILE *out, kc_err *err)
+{
+    return delete_wait(c, &CRD, name, timeout_s, out, err);
 }

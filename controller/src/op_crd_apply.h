@@ -1,4 +1,5 @@
-/* op_crd_apply: the operator's Helm hook modes: re-apply a CRD file, delete a ClusterPolicy. */
+/* op_crd_apply: the operator's Helm hook modes: re-apply a CRD file, delete a ClusterPolicy or
+ * a CRD. */
 #ifndef OP_CRD_APPLY_H
 #define OP_CRD_APPLY_H
 
@@ -21,5 +22,9 @@ kc_code op_crd_apply(kc_client *c, const char *path, int timeout_s, FILE *out, k
  * finalizer removes operands and node labels first). A missing policy is success. */
 kc_code op_policy_delete_wait(kc_client *c, const char *name, int timeout_s, FILE *out,
                               kc_err *err);
+
+/* Deletes the CustomResourceDefinition `name` and waits up to timeout_s for it to be gone (the
+ * chart's operator.cleanupCRD). A missing CRD is success. */
+kc_code op_crd_delete_wait(kc_client *c, const char *name, int timeout_s, FILE *out, kc_err *err);
 
 #endif

@@ -2,8 +2,8 @@
 # The ClusterPolicy CRD (crds/nvidia.com_clusterpolicies.yaml) with the real kubectl: it becomes
 # Established, a policy using every spec section is accepted with defaults filled in, printer
 # columns and the status subresource work, invalid specs are refused with the API server's field
-# messages, sections the schema does not know are kept, fields unknown inside known sections are
-# refused, and nulls in non-nullable fields are dropped.
+# messages, unknown fields are refused under `spec` as inside its sections (kubectl's strict field
+# validation) and pruned without it, and nulls in non-nullable fields are dropped.
 . "$(dirname "$0")/../lib.sh"
 cluster_up
 
@@ -35,7 +35,7 @@ assert_eq "nested values kept" "single 2 50% 5555 default-mig-parted-config kata
     "$(cp_get cluster-policy '{.spec.mig.strategy} {.spec.driver.upgradePolicy.maxParallelUpgrades} {.spec.driver.upgradePolicy.maxUnavailable} {.spec.dcgm.hostPort} {.spec.migManager.config.name} {.spec.kataManager.config.runtimeClasses[0].name}')"
 assert_eq "int-or-string quantities" "1 128Mi" \
     "$(cp_get cluster-policy '{.spec.validator.resources.limits.cpu} {.spec.validator.resources.limits.memory}')"
-assert_eq "preserved podSecurityContext" "RuntimeDefault" \
+assert_eq "podSecurityContext" "RuntimeDefault" \
     "$(cp_get cluster-policy '{.spec.daemonsets.podSecurityContext.seccompProfile.type}')"
 out=$(k apply -f "$FULL")
 assert_eq "re-apply is a no-op" "clusterpolicy.nvidia.com/cluster-policy unchanged" "$out"
@@ -114,11 +114,13 @@ out=$(assert_fails "invalid update" k patch clusterpolicy cluster-policy --type 
 assert_contains "update refused" 'The ClusterPolicy "cluster-policy" is invalid: spec.mig.strategy: Unsupported value: "bogus"' "$out"
 assert_eq "unchanged" "single" "$(cp_get cluster-policy '{.spec.mig.strategy}')"
 
-step "unknown sections are kept, unknown fields of known sections are refused"
-out=$(k apply -f "$(policy extra '  mig: {strategy: mixed}
+step "unknown sections and unknown fields of known sections are refused (strict), pruned without"
+out=$(assert_fails "unknown section" k apply -f "$(policy extra '  mig: {strategy: mixed}
   futureSection: {enabled: true, knobs: {depth: 3}}')")
-assert_eq "accepted" "clusterpolicy.nvidia.com/extra created" "$out"
-assert_eq "unknown section kept" "true 3 mixed" "$(cp_get extra '{.spec.futureSection.enabled} {.spec.futureSection.knobs.depth} {.spec.mig.strategy}')"
+assert_contains "strict decoding" 'strict decoding error: unknown field "spec.futureSection"' "$out"
+out=$(k apply --validate=false -f "$E2E_DIR/extra.yaml")
+assert_eq "accepted without strict validation" "clusterpolicy.nvidia.com/extra created" "$out"
+assert_eq "unknown section pruned" " mixed" "$(cp_get extra '{.spec.futureSection.enabled} {.spec.mig.strategy}')"
 out=$(assert_fails "unknown field in a known section" k apply -f "$(policy typo '  driver: {enabeld: true}')")
 assert_contains "strict decoding" 'strict decoding error: unknown field "spec.driver.enabeld"' "$out"
 
@@ -130,10 +132,10 @@ assert_eq "nulls dropped" '{"enabled":true,"kernelModuleType":"auto"} {}' "$(cp_
 # kubectl drops nulls itself; a raw body reaches the server with them (as other clients send).
 printf '%s' '{"apiVersion":"nvidia.com/v1","kind":"ClusterPolicy","metadata":{"name":"raw-nulls"},
   "spec":{"driver":{"enabled":true,"version":null,"certConfig":null,"upgradePolicy":{"maxParallelUpgrades":null}},
-  "daemonsets":{"labels":{"a":null,"b":"x"}},"mig":{"strategy":null},"futureSection":{"k":null}}}' >"$E2E_DIR/raw.json"
+  "daemonsets":{"labels":{"a":null,"b":"x"}},"mig":{"strategy":null}}}' >"$E2E_DIR/raw.json"
 k create --raw /apis/nvidia.com/v1/clusterpolicies -f "$E2E_DIR/raw.json" >/dev/null
 assert_eq "raw nulls pruned, defaults applied" \
-    '{"daemonsets":{"labels":{"b":"x"},"updateStrategy":"RollingUpdate"},"driver":{"enabled":true,"kernelModuleType":"auto","upgradePolicy":{"autoUpgrade":false,"maxParallelUpgrades":1,"maxUnavailable":"25%"}},"futureSection":{"k":null},"mig":{}}' \
+    '{"daemonsets":{"labels":{"b":"x"},"updateStrategy":"RollingUpdate"},"driver":{"enabled":true,"kernelModuleType":"auto","upgradePolicy":{"autoUpgrade":false,"maxParallelUpgrades":1,"maxUnavailable":"25%"}},"mig":{}}' \
     "$(k get clusterpolicy raw-nulls -o json | jq -cS .spec)"
 
 k delete clusterpolicy --all >/dev/null

@@ -12,10 +12,37 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
-{{/* The operator image: repository/image:version (version defaults to appVersion). */}}
+{{/* An image that ships with this chart (operator, validator), as JSON {repository, image,
+     version}. Without a version it is this chart's own, at the chart's appVersion: NVIDIA's
+     registry (nvcr.io/nvidia...) stands for ghcr.io/gpu-operator and NVIDIA's image name
+     gpu-operator (which carries NVIDIA's validator since v25.10) for .name, so NVIDIA's values
+     never point at an image that does not exist. With a version it is taken as written. */}}
+{{- define "gpu-operator.ownImage" -}}
+{{- $v := .values -}}
+{{- $out := dict "repository" $v.repository "image" $v.image "version" $v.version -}}
+{{- if not $v.version -}}
+{{- $_ := set $out "version" .appVersion -}}
+{{- if or (not $v.repository) (hasPrefix "nvcr.io/nvidia" $v.repository) -}}
+{{- $_ := set $out "repository" "ghcr.io/gpu-operator" -}}
+{{- end -}}
+{{- if or (not $v.image) (eq $v.image "gpu-operator") -}}
+{{- $_ := set $out "image" .name -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/* The operator image: repository/image:version. */}}
 {{- define "gpu-operator.image" -}}
-{{- $o := .Values.operator -}}
-{{- printf "%s/%s:%s" $o.repository $o.image (default .Chart.AppVersion $o.version) -}}
+{{- $i := include "gpu-operator.ownImage" (dict "values" .Values.operator "name" "gpu-operator" "appVersion" .Chart.AppVersion) | fromJson -}}
+{{- printf "%s/%s:%s" $i.repository $i.image $i.version -}}
+{{- end -}}
+
+{{/* Whether the chart creates the ClusterPolicy: clusterPolicy.create and NVIDIA's deployCR. */}}
+{{- define "gpu-operator.createPolicy" -}}
+{{- if and .Values.clusterPolicy.create (or (not (hasKey .Values.clusterPolicy "deployCR")) .Values.clusterPolicy.deployCR) -}}
+true
+{{- end -}}
 {{- end -}}
 
 {{/* A config sub-object of a spec section without the chart's keys (create, data) and without
@@ -40,6 +67,22 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- if .Values.platform.openshift -}}
 {{- fail "platform.openshift=true: OpenShift is not supported by this chart" -}}
+{{- end -}}
+{{- /* NVIDIA's features this operator does not implement: accepted while off. */ -}}
+{{- if .Values.psp.enabled -}}
+{{- fail "psp.enabled=true: PodSecurityPolicy is not supported by this operator (the API is gone since Kubernetes 1.25); use psa.enabled" -}}
+{{- end -}}
+{{- if .Values.driver.nvidiaDriverCRD.enabled -}}
+{{- fail "driver.nvidiaDriverCRD.enabled=true: the NVIDIADriver CRD is not supported by this operator; configure the driver in the driver section" -}}
+{{- end -}}
+{{- if .Values.gpuCluster.deployCR -}}
+{{- fail "gpuCluster.deployCR=true: the GPUCluster (DRA) stack and its draDriver are not supported by this operator" -}}
+{{- end -}}
+{{- if .Values.kataManager.enabled -}}
+{{- fail "kataManager.enabled=true: Kata Containers are not supported by this operator" -}}
+{{- end -}}
+{{- if and .Values.kataSandboxDevicePlugin.enabled .Values.sandboxWorkloads.enabled (eq (toString .Values.sandboxWorkloads.mode) "kata") -}}
+{{- fail "kataSandboxDevicePlugin.enabled=true with sandboxWorkloads.mode=kata: Kata Containers are not supported by this operator" -}}
 {{- end -}}
 {{- if and .Values.migManager.config.create (eq .Values.migManager.config.name "default-mig-parted-config") -}}
 {{- fail "migManager.config.create=true with the name default-mig-parted-config: the operator creates that ConfigMap itself; name yours differently" -}}
