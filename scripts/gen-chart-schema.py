@@ -133,9 +133,10 @@ def build():
         "level": s("Least level logged (KC_LOG_LEVEL): debug, info, warn or error; NVIDIA's zap "
                    "levels dpanic, panic and fatal log errors only.",
                    enum=["debug", "info", "warn", "error", "dpanic", "panic", "fatal"]),
-        "develMode": b("Debug logs (NVIDIA's --zap-devel)."),
-        "timeEncoding": s("Accepted for NVIDIA's values; the operator's log lines always carry "
-                          "an RFC 3339 time.",
+        "develMode": b("Debug logs as text (logfmt), as NVIDIA's --zap-devel gives console "
+                       "logs; false: JSON lines at the given level."),
+        "timeEncoding": s("The log lines' time (NVIDIA's --zap-time-encoding): seconds, "
+                          "milliseconds or nanoseconds since the epoch, or an RFC 3339 time.",
                           enum=["epoch", "millis", "nano", "iso8601", "rfc3339", "rfc3339nano"]),
     })
     # Labels and annotations also go on the operator pod; defaultRuntime is a runtime hint.

@@ -77,6 +77,9 @@ static void init_from_env(void)
     int f = kc_log_parse_format(getenv("KC_LOG_FORMAT"));
     if (f >= 0)
         out_format = (kc_log_format)f;
+    int t = kc_log_parse_time_encoding(getenv("KC_LOG_TIME"));
+    if (t >= 0)
+        time_encoding = (kc_log_time)t;
 }
 
 void kc_log_set_level(kc_log_level level)
@@ -99,6 +102,7 @@ void kc_log_set_format(kc_log_format format)
 
 void kc_log_set_time_encoding(kc_log_time enc)
 {
+    init_from_env();
     time_encoding = enc;
 }
 

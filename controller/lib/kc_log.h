@@ -38,6 +38,7 @@ int kc_log_parse_level(const char *s);
 void kc_log_set_format(kc_log_format format);
 /* Parses "text" (also "logfmt", "console") or "json"; -1 on anything else. */
 int kc_log_parse_format(const char *s);
+/* Default RFC 3339, or KC_LOG_TIME=<one of the names below>. */
 void kc_log_set_time_encoding(kc_log_time enc);
 /* Parses "rfc3339", "rfc3339nano", "iso8601", "epoch", "millis", "nano"; -1 otherwise. */
 int kc_log_parse_time_encoding(const char *s);

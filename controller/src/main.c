@@ -41,7 +41,11 @@ static void usage(FILE *f)
         "  --workers N                       reconcile threads (default 8)\n"
         "  --kube-api-qps N                  API request rate limit (default 500, burst 2x)\n"
         "  --validation-backoff-ms MS        first retry delay of a failed validation (5000)\n"
-        "  -v                                debug logs\n"
+        "  --log-level LEVEL                 debug, info (default), warn, error or off\n"
+        "  --log-format FORMAT               text (logfmt, default) or json (one object a line)\n"
+        "  --log-time-encoding ENC           rfc3339 (default), rfc3339nano, iso8601, epoch,\n"
+        "                                    millis or nano\n"
+        "  -v                                debug logs (--log-level debug)\n"
         /* --- chart hook modes (op_crd_apply.c) --- */
         "Helm hook modes (do one thing and exit):\n"
         "  --apply-crd FILE                  create or update the CRD in FILE, wait until\n"
@@ -54,7 +58,8 @@ static void usage(FILE *f)
         "  --hook-timeout S                  how long each waits (default 120)\n"
         /* --- end chart hook modes --- */
         "  --version, --help\n"
-        "Environment: OPERATOR_NAMESPACE (default gpu-operator), KC_LOG_LEVEL.\n");
+        "Environment: OPERATOR_NAMESPACE (default gpu-operator); KC_LOG_LEVEL, KC_LOG_FORMAT and\n"
+        "KC_LOG_TIME, the defaults of the three log flags.\n");
 }
 
 static op_controller *g_ctl;
@@ -123,6 +128,9 @@ enum {
     O_QPS,
     O_BACKOFF,
     O_VERSION,
+    O_LOG_LEVEL,
+    O_LOG_FORMAT,
+    O_LOG_TIME,
     O_APPLY_CRD, /* chart hook modes */
     O_DELETE_POLICY,
     O_DELETE_CRD,
@@ -184,6 +192,9 @@ int main(int argc, char **argv)
         {"kube-api-qps", required_argument, NULL, O_QPS},
         {"validation-backoff-ms", required_argument, NULL, O_BACKOFF},
         {"version", no_argument, NULL, O_VERSION},
+        {"log-level", required_argument, NULL, O_LOG_LEVEL},
+        {"log-format", required_argument, NULL, O_LOG_FORMAT},
+        {"log-time-encoding", required_argument, NULL, O_LOG_TIME},
         {"apply-crd", required_argument, NULL, O_APPLY_CRD}, /* chart hook modes */
         {"delete-clusterpolicy", required_argument, NULL, O_DELETE_POLICY},
         {"delete-crd", required_argument, NULL, O_DELETE_CRD},
@@ -211,6 +222,39 @@ int main(int argc, char **argv)
         case O_VERSION:
             printf("gpu-operator %s\n", OP_VERSION);
             return 0;
+        case O_LOG_LEVEL: {
+            int l = kc_log_parse_level(optarg);
+            if (l < 0) {
+                fprintf(stderr,
+                        "gpu-operator: --log-level: \"%s\" is not one of debug, info, warn, "
+                        "error, off\n",
+                        optarg);
+                return 2;
+            }
+            kc_log_set_level((kc_log_level)l);
+            break;
+        }
+        case O_LOG_FORMAT: {
+            int f = kc_log_parse_format(optarg);
+            if (f < 0) {
+                fprintf(stderr, "gpu-operator: --log-format: \"%s\" is not text or json\n", optarg);
+                return 2;
+            }
+            kc_log_set_format((kc_log_format)f);
+            break;
+        }
+        case O_LOG_TIME: {
+            int t = kc_log_parse_time_encoding(optarg);
+            if (t < 0) {
+                fprintf(stderr,
+                        "gpu-operator: --log-time-encoding: \"%s\" is not one of rfc3339, "
+                        "rfc3339nano, iso8601, epoch, millis, nano\n",
+                        optarg);
+                return 2;
+            }
+            kc_log_set_time_encoding((kc_log_time)t);
+            break;
+        }
         case O_KUBECONFIG:
             kubeconfig = optarg;
             break;

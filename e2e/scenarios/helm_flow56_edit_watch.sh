@@ -43,6 +43,17 @@ d=$(k describe clusterpolicy cluster-policy)
 for c in state-driver state-device-plugin Ready; do assert_contains "condition $c" "$c" "$d"; done
 assert_contains "Events section" "Events:" "$d"
 pod=$(k get pods -n gpu-operator -l app=gpu-operator -o jsonpath='{.items[0].metadata.name}')
-assert_contains "operator log says what it did" "updated" "$(k logs -n gpu-operator "$pod")"
+oplog=$(k logs -n gpu-operator "$pod")
+assert_contains "operator log says what it did" "updated" "$oplog"
+# NVIDIA's default operator.logging (develMode false) gives JSON lines, as zap's production
+# encoder does: every line one object with ts, level and msg.
+python3 -c '
+import json, sys
+lines = [l for l in sys.stdin.read().splitlines() if l.strip()]
+assert lines, "no log lines"
+for l in lines:
+    o = json.loads(l)
+    assert isinstance(o.get("ts"), (int, float)) and o.get("level") and "msg" in o, l
+print(len(lines), "JSON log lines")' <<<"$oplog" || fail "the operator log is not JSON lines (operator.logging.develMode=false)"
 assert_contains "metrics" "gpu_operator_reconciliation_status 1" "$(curl -sf "http://127.0.0.1:$METRICS_PORT/metrics")"
 echo "PASS helm_flow56_edit_watch"
