@@ -175,7 +175,12 @@ static void crash_status(step *s, ns_operand op, const char *msg)
                  str_at(pod, "metadata", "name"), KC_PATCH_STRATEGIC, patch, &po, NULL, &err);
     json_decref(patch);
     if (rc == KC_OK) {
-        snprintf(n->crashed_uid[op], sizeof(n->crashed_uid[op]), "%s", crash ? uid : "");
+        /* uid is n->op_uid[op]: another array of the same node, copied without snprintf (which
+         * may not take an argument from the object it writes) */
+        const char *src = crash ? uid : "";
+        size_t l = strnlen(src, sizeof(n->crashed_uid[op]) - 1);
+        memmove(n->crashed_uid[op], src, l);
+        n->crashed_uid[op][l] = '\0';
         kc_info(crash ? "operand fails" : "operand runs again", "node=%s operand=%s pod=%s",
                 n->name, ns_operand_name(op), str_at(pod, "metadata", "name"));
     } else {
