@@ -14,13 +14,19 @@ typedef struct kl_node {
     bool nodesim;  /* annotation kubesim.io/managed-by=nodesim: its status is nodesim's */
     bool ready;
     char ip[48];
-    json_t *allocatable; /* status.allocatable (reference) or NULL */
-    json_t *used;        /* extended resource → integer in use by admitted pods */
-    uint64_t next_hb_ms; /* loop time of the next lease renewal */
+    json_t *allocatable;  /* status.allocatable (reference) or NULL */
+    json_t *used;         /* extended resource → integer in use by admitted pods */
+    json_t *alloc_limits; /* annotation kubesim.io/allocate-limits, parsed, or NULL */
+    uint64_t next_hb_ms;  /* loop time of the next lease renewal */
     unsigned hb_count;
     char boot_id[64]; /* status.nodeInfo.bootID: a change means the machine rebooted */
     bool rebooted;    /* set by the last update, consumed by kl_node_event */
 } kl_node;
+
+/* Node annotation: a JSON object resource → {"max": N, "error": text}, the device plugin's
+ * Allocate error for a container asking more than N of that resource ("{found}" in the text is
+ * replaced by the count asked). The kubelet rejects such a pod with UnexpectedAdmissionError. */
+#define KL_ALLOCATE_LIMITS "kubesim.io/allocate-limits"
 
 enum { CS_WAITING, CS_RUNNING, CS_TERMINATED };
 

@@ -24,6 +24,7 @@ void kl_node_free(void *v)
     free(n->name);
     json_decref(n->allocatable);
     json_decref(n->used);
+    json_decref(n->alloc_limits);
     free(n);
 }
 
@@ -256,6 +257,14 @@ static kl_node *node_put(struct ks_kubelet *kl, const json_t *obj, bool *was_new
     node_ip(obj, n->ip, sizeof(n->ip));
     json_decref(n->allocatable);
     n->allocatable = json_incref(json_object_get(json_object_get(obj, "status"), "allocatable"));
+    /* What the node's device plugins refuse in Allocate (nodesim publishes it). */
+    const char *limits = str_at(obj, "metadata", "annotations", KL_ALLOCATE_LIMITS);
+    json_decref(n->alloc_limits);
+    n->alloc_limits = limits ? json_loads(limits, 0, NULL) : NULL;
+    if (n->alloc_limits && !json_is_object(n->alloc_limits)) {
+        json_decref(n->alloc_limits);
+        n->alloc_limits = NULL;
+    }
     return n;
 }
 

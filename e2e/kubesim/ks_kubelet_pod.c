@@ -158,8 +158,55 @@ static void ext_release(kl_pod *p)
     p->ext = NULL;
 }
 
+/* The device plugins' Allocate, called per container: a container asking more of a resource than
+ * the node's allocate limits allow is refused, and the kubelet rejects the pod with
+ * UnexpectedAdmissionError and the plugin's error. */
+static bool ext_allocate(kl_pod *p, const kl_node *n)
+{
+    const json_t *spec = json_object_get(p->obj, "spec");
+    const char *lists[] = {"initContainers", "containers"};
+    for (int l = 0; n->alloc_limits && l < 2; l++) {
+        size_t i;
+        const json_t *c;
+        json_array_foreach(json_object_get(spec, lists[l]), i, c)
+        {
+            const json_t *res = json_object_get(c, "resources");
+            const char *k;
+            json_t *rule;
+            json_object_foreach(n->alloc_limits, k, rule)
+            {
+                double want = kl_qty(json_object_get(json_object_get(res, "limits"), k));
+                double req = kl_qty(json_object_get(json_object_get(res, "requests"), k));
+                const json_t *max = json_object_get(rule, "max");
+                const char *text = json_string_value(json_object_get(rule, "error"));
+                if (req > want)
+                    want = req;
+                if (!json_is_integer(max) || !text || want <= (double)json_integer_value(max))
+                    continue;
+                char found[32], desc[600], msg[800];
+                snprintf(found, sizeof(found), "%.0f", want);
+                const char *at = strstr(text, "{found}");
+                if (at)
+                    snprintf(desc, sizeof(desc), "%.*s%s%s", (int)(at - text), text, found,
+                             at + strlen("{found}"));
+                else
+                    snprintf(desc, sizeof(desc), "%s", text);
+                snprintf(msg, sizeof(msg),
+                         "Pod was rejected: Allocate failed due to rpc error: code = Unknown desc "
+                         "= %s, which is unexpected",
+                         desc);
+                p->reason = strdup("UnexpectedAdmissionError");
+                p->message = strdup(msg);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
 /* The kubelet's admission: a pod asking for more of an extended resource than the node has left
- * is rejected (Failed, reason OutOf<resource>). */
+ * is rejected (Failed, reason OutOf<resource>), as is one a device plugin refuses to allocate
+ * (UnexpectedAdmissionError). */
 static bool ext_admit(kl_pod *p, kl_node *n)
 {
     json_t *req = ext_requests(json_object_get(p->obj, "spec"));
@@ -186,6 +233,10 @@ static bool ext_admit(kl_pod *p, kl_node *n)
             json_decref(req);
             return false;
         }
+    }
+    if (!ext_allocate(p, n)) {
+        json_decref(req);
+        return false;
     }
     json_object_foreach(req, k, v) json_object_set_new(
         n->used, k, json_real(kl_qty(json_object_get(n->used, k)) + json_real_value(v)));

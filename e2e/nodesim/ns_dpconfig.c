@@ -249,12 +249,10 @@ kc_code ns_dpconfig_from_json(const json_t *doc, ns_dpconfig **out, kc_err *err)
         }
         if (ts && (rc = parse_sharing(ts, "sharing.timeSlicing", &cfg->time_slicing, err)) != KC_OK)
             goto free_cfg;
+        /* Under MPS a request for more than one replica fails unless the config says otherwise. */
+        cfg->mps.fail_requests_greater_than_one = 1;
         if (mps && (rc = parse_sharing(mps, "sharing.mps", &cfg->mps, err)) != KC_OK)
             goto free_cfg;
-        if (mps && cfg->strategy == NS_MIG_MIXED) {
-            rc = fail(err, "sharing.mps", "MPS cannot be combined with migStrategy mixed");
-            goto free_cfg;
-        }
     }
     *out = cfg;
     return KC_OK;
@@ -297,8 +295,34 @@ static const char *key_list(const json_t *data, char *buf, size_t size)
     return buf;
 }
 
+/* One entry of a FALLBACK_STRATEGIES list ("named,single"): *out is the key it picks, NULL for
+ * the empty config; returns 0 when the strategy does not apply, -1 when it is unknown. */
+static int try_fallback(const json_t *data, const char *strategy, size_t len, const char **out)
+{
+    const char *key;
+    json_t *val;
+    *out = NULL;
+    if (len == 5 && strncmp(strategy, "named", len) == 0) {
+        json_object_foreach((json_t *)data, key, val)
+        {
+            if (strcmp(key, "default") == 0)
+                *out = key;
+        }
+        return *out != NULL;
+    }
+    if (len == 6 && strncmp(strategy, "single", len) == 0) {
+        if (json_object_size(data) != 1)
+            return 0;
+        json_object_foreach((json_t *)data, key, val) *out = key;
+        return 1;
+    }
+    if (len == 5 && strncmp(strategy, "empty", len) == 0)
+        return 1;
+    return -1;
+}
+
 kc_code ns_dpconfig_select_key(const json_t *data, const char *label, const char *default_key,
-                               const char **key_out, kc_err *err)
+                               const char *fallbacks, const char **key_out, kc_err *err)
 {
     char keys[256];
     if (!key_out)
@@ -306,43 +330,52 @@ kc_code ns_dpconfig_select_key(const json_t *data, const char *label, const char
     *key_out = NULL;
     if (!json_is_object(data))
         return kc_err_set(err, KC_EINVALID, "the device-plugin ConfigMap has no data");
-    const char *key;
-    json_t *val;
-    if (label && *label) {
-        if (!json_object_get(data, label))
+    if (json_object_size(data) == 0)
+        return kc_err_set(err, KC_EINVALID, "the device-plugin ConfigMap holds no keys");
+    const char *want = label && *label ? label : default_key && *default_key ? default_key : NULL;
+    if (want) {
+        const char *key;
+        json_t *val;
+        json_object_foreach((json_t *)data, key, val)
+        {
+            if (strcmp(key, want) == 0)
+                *key_out = key;
+        }
+        if (*key_out)
+            return KC_OK;
+        if (want == label)
             return kc_err_set(err, KC_ENOTFOUND,
                               "node label nvidia.com/device-plugin.config=%s names no key of the "
                               "ConfigMap (keys: %s)",
                               label, key_list(data, keys, sizeof(keys)));
-        json_object_foreach((json_t *)data, key, val)
-        {
-            if (strcmp(key, label) == 0)
-                *key_out = key;
-        }
-        return KC_OK;
-    }
-    const char *want = default_key && *default_key ? default_key : NULL;
-    if (want && !json_object_get(data, want))
         return kc_err_set(err, KC_ENOTFOUND,
                           "the default device-plugin config %s names no key of the ConfigMap "
                           "(keys: %s)",
                           want, key_list(data, keys, sizeof(keys)));
-    if (!want && json_object_get(data, "default"))
-        want = "default";
-    json_object_foreach((json_t *)data, key, val)
-    {
-        if (want ? strcmp(key, want) == 0 : json_object_size(data) == 1)
-            *key_out = key;
     }
-    if (*key_out)
-        return KC_OK;
-    if (json_object_size(data) == 0)
-        return kc_err_set(err, KC_EINVALID, "the device-plugin ConfigMap holds no keys");
+    /* No label and no default: the config manager's fallbacks, in order. */
+    for (const char *f = fallbacks ? fallbacks : ""; *f;) {
+        size_t len = strcspn(f, ",");
+        size_t lead = strspn(f, " ");
+        size_t n = len - lead;
+        while (n > 0 && f[lead + n - 1] == ' ')
+            n--;
+        if (n > 0) {
+            int r = try_fallback(data, f + lead, n, key_out);
+            if (r < 0)
+                return kc_err_set(err, KC_EINVALID, "unknown fallback strategy: %.*s", (int)n,
+                                  f + lead);
+            if (r > 0)
+                return KC_OK;
+        }
+        f += len + (f[len] == ',');
+    }
     return kc_err_set(err, KC_EINVALID,
-                      "no device-plugin config selected: the node has no "
-                      "nvidia.com/device-plugin.config label, no default is configured, no key "
-                      "is named \"default\", and the ConfigMap holds %zu keys (%s)",
-                      json_object_size(data), key_list(data, keys, sizeof(keys)));
+                      "no config was set, no default was provided, and all fallbacks failed "
+                      "(the node has no nvidia.com/device-plugin.config label, FALLBACK_STRATEGIES "
+                      "is \"%s\", the ConfigMap holds %zu keys: %s)",
+                      fallbacks ? fallbacks : "", json_object_size(data),
+                      key_list(data, keys, sizeof(keys)));
 }
 
 static kc_code add_count(json_t *res, const char *name, json_int_t n)
@@ -387,6 +420,18 @@ static kc_code single_count(const ns_gpu_model *model, size_t n_gpus, const ns_m
     return KC_OK;
 }
 
+/* The name a shared resource is advertised under. */
+static const char *shared_name(const ns_dp_sharing *sh, const ns_dp_resource *r, char *buf,
+                               size_t size)
+{
+    if (r->rename)
+        return r->rename;
+    if (!sh->rename_by_default)
+        return r->name;
+    snprintf(buf, size, "%s.shared", r->name);
+    return buf;
+}
+
 kc_code ns_dp_advertise(const ns_dpconfig *cfg, ns_mig_strategy strategy, const ns_gpu_model *model,
                         size_t n_gpus, const ns_mp_gpu_state *mig, json_t **resources_out,
                         kc_err *err)
@@ -398,10 +443,18 @@ kc_code ns_dp_advertise(const ns_dpconfig *cfg, ns_mig_strategy strategy, const 
     const ns_dp_sharing *sh = cfg && cfg->time_slicing.present ? &cfg->time_slicing
                               : cfg && cfg->mps.present        ? &cfg->mps
                                                                : NULL;
+    /* The plugin checks MPS against the strategy in effect (flags.migStrategy or MIG_STRATEGY)
+     * when it starts, whatever the GPUs, and then refuses to share MIG devices. */
     if (cfg && cfg->mps.present && strategy == NS_MIG_MIXED)
         return kc_err_set(err, KC_EINVALID,
-                          "sharing.mps: MPS cannot be combined with MIG "
-                          "strategy mixed");
+                          "unable to validate flags: using --mig-strategy=mixed is not supported "
+                          "with MPS");
+    for (size_t g = 0; cfg && cfg->mps.present && strategy == NS_MIG_SINGLE && mig && g < n_gpus;
+         g++) {
+        if (mig[g].mig_enabled)
+            return kc_err_set(err, KC_EINVALID,
+                              "sharing using MPS is not supported for MIG devices");
+    }
     json_t *res = json_object();
     if (!res)
         return kc_err_set(err, KC_ENOMEM, "out of memory");
@@ -438,11 +491,9 @@ kc_code ns_dp_advertise(const ns_dpconfig *cfg, ns_mig_strategy strategy, const 
         if (!cur)
             continue; /* a resource this node does not advertise */
         char shared[128];
-        const char *to = r->rename;
-        if (!to && sh->rename_by_default) {
-            snprintf(shared, sizeof(shared), "%s.shared", r->name);
-            to = shared;
-        }
+        const char *to = shared_name(sh, r, shared, sizeof(shared));
+        if (strcmp(to, r->name) == 0)
+            to = NULL;
         json_int_t n = json_integer_value(cur) * r->replicas;
         int failed;
         if (to) {
@@ -461,4 +512,35 @@ kc_code ns_dp_advertise(const ns_dpconfig *cfg, ns_mig_strategy strategy, const 
 free_res:
     json_decref(res);
     return rc;
+}
+
+kc_code ns_dp_allocate_limits(const ns_dpconfig *cfg, const json_t *advertised, json_t **out,
+                              kc_err *err)
+{
+    if (!out)
+        return kc_err_set(err, KC_EARG, "ns_dp_allocate_limits: out is required");
+    *out = json_object();
+    if (!*out)
+        return kc_err_set(err, KC_ENOMEM, "out of memory");
+    const ns_dp_sharing *sh = cfg && cfg->time_slicing.present ? &cfg->time_slicing
+                              : cfg && cfg->mps.present        ? &cfg->mps
+                                                               : NULL;
+    if (!sh || !sh->fail_requests_greater_than_one)
+        return KC_OK;
+    for (size_t i = 0; i < sh->n_resources; i++) {
+        char buf[128], msg[400];
+        const char *name = shared_name(sh, &sh->resources[i], buf, sizeof(buf));
+        if (!json_object_get(advertised, name))
+            continue;
+        snprintf(msg, sizeof(msg),
+                 "invalid allocation request for \"%s\": invalid request: maximum request size "
+                 "for shared resources is 1; found {found}",
+                 name);
+        if (json_object_set_new(*out, name, json_pack("{s:i, s:s}", "max", 1, "error", msg))) {
+            json_decref(*out);
+            *out = NULL;
+            return kc_err_set(err, KC_ENOMEM, "out of memory");
+        }
+    }
+    return KC_OK;
 }

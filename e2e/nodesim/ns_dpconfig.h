@@ -53,13 +53,16 @@ kc_code ns_dpconfig_parse(const char *yaml, size_t len, const char *name, ns_dpc
 kc_code ns_dpconfig_from_json(const json_t *doc, ns_dpconfig **out, kc_err *err);
 void ns_dpconfig_free(ns_dpconfig *cfg);
 
-/* Picks the ConfigMap key a node uses, by NVIDIA's rules: the node's
+/* Picks the ConfigMap key a node uses, as NVIDIA's config manager does: the node's
  * nvidia.com/device-plugin.config label value (when non-empty; it must name a key), else the
- * configured default (when non-empty; it must name a key), else a key named "default", else the
- * only key. `data` is the ConfigMap's data object (borrowed); *key_out points into it. Errors:
- * KC_ENOTFOUND naming the missing key and the keys present, KC_EINVALID when nothing applies. */
+ * configured default (DEFAULT_CONFIG, when non-empty; it must name a key), else the ordered
+ * FALLBACK_STRATEGIES list (comma-separated; NULL or "" is an empty list): "named" picks a key
+ * named "default", "single" the only key, "empty" no config at all (*key_out NULL: the plugin
+ * runs with its defaults, plain GPUs). `data` is the ConfigMap's data object (borrowed); *key_out
+ * points into it. Errors: KC_ENOTFOUND naming the missing key and the keys present, KC_EINVALID
+ * for an empty ConfigMap, an unknown strategy, or when every fallback fails. */
 kc_code ns_dpconfig_select_key(const json_t *data, const char *label, const char *default_key,
-                               const char **key_out, kc_err *err);
+                               const char *fallbacks, const char **key_out, kc_err *err);
 
 /* Computes what the device plugin advertises on a node of n_gpus GPUs of `model`:
  * mig[i] is GPU i's MIG state (NULL: every GPU has MIG disabled); `cfg` (may be NULL) supplies
@@ -69,9 +72,17 @@ kc_code ns_dpconfig_select_key(const json_t *data, const char *label, const char
  * replicas and rename it (rename, or <name>.shared under renameByDefault). *resources_out is a
  * new object name → integer (nvidia.com/gpu present, possibly 0, unless sharing renamed it).
  * KC_EINVALID when the single strategy's rule is broken (GFD then reports MIG-INVALID and nothing
- * is advertised) or MPS is combined with mixed. */
+ * is advertised), MPS is combined with the mixed strategy (refused at start, whatever the GPUs)
+ * or MPS would share MIG devices (single strategy on MIG-enabled GPUs). */
 kc_code ns_dp_advertise(const ns_dpconfig *cfg, ns_mig_strategy strategy, const ns_gpu_model *model,
                         size_t n_gpus, const ns_mp_gpu_state *mig, json_t **resources_out,
                         kc_err *err);
+
+/* What the device plugin's Allocate refuses under failRequestsGreaterThanOne (time-slicing
+ * default false, MPS default true): a new object advertised resource name → {"max": 1, "error":
+ * the plugin's message, "{found}" standing for the count asked}, for each shared resource in
+ * `advertised` (ns_dp_advertise's result); empty without sharing or with the option off. */
+kc_code ns_dp_allocate_limits(const ns_dpconfig *cfg, const json_t *advertised, json_t **out,
+                              kc_err *err);
 
 #endif

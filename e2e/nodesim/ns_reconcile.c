@@ -254,10 +254,11 @@ static ns_dpconfig *pod_dpconfig(step *s, const json_t *pod, char *why, size_t w
         const char *key = NULL;
         kc_err err;
         const char *def = ns_pod_env(pod, "DEFAULT_CONFIG");
-        if (ns_dpconfig_select_key(data, label(s, "nvidia.com/device-plugin.config"), def, &key,
-                                   &err) != KC_OK)
+        const char *fallbacks = ns_pod_env(pod, "FALLBACK_STRATEGIES");
+        if (ns_dpconfig_select_key(data, label(s, "nvidia.com/device-plugin.config"), def,
+                                   fallbacks, &key, &err) != KC_OK)
             snprintf(why, why_size, "%s", err.msg);
-        else {
+        else if (key) {
             const char *text = json_string_value(json_object_get(data, key));
             char nm[300];
             snprintf(nm, sizeof(nm), "%s[%s]", cmname, key);
@@ -566,19 +567,44 @@ static void validations(step *s, const ns_node_view *view)
 
 /* ---- node writes ---- */
 
-static void write_labels(step *s)
+/* Merge-patches the node's metadata (labels, annotations); a failure is retried. */
+static void patch_node_metadata(step *s, json_t *patch, const char *what)
 {
-    if (json_object_size(s->label_patch) == 0)
-        return;
-    json_t *patch = json_pack("{s:{s:O}}", "metadata", "labels", s->label_patch);
     kc_err err;
     kc_code rc = kc_patch(s->e->api, &KC_RES_NODES, NULL, s->n->name, KC_PATCH_MERGE, patch, NULL,
                           NULL, &err);
     json_decref(patch);
     if (rc != KC_OK) {
-        kc_warn("cannot write node labels", "node=%s err=\"%s\"", s->n->name, err.msg);
+        kc_warn("cannot write the node's metadata", "node=%s what=%s err=\"%s\"", s->n->name, what,
+                err.msg);
         want_again(s, s->now + 500);
     }
+}
+
+static void write_labels(step *s)
+{
+    if (json_object_size(s->label_patch) == 0)
+        return;
+    patch_node_metadata(s, json_pack("{s:{s:O}}", "metadata", "labels", s->label_patch), "labels");
+}
+
+/* What the device plugin's Allocate refuses, for kubesim's kubelet (ns_dp_allocate_limits). */
+static void write_allocate_limits(step *s, const json_t *limits)
+{
+    static const char key[] = "kubesim.io/allocate-limits";
+    const char *cur = json_string_value(
+        json_object_get(json_object_get(json_object_get(s->node, "metadata"), "annotations"), key));
+    char *want = limits && json_object_size(limits)
+                     ? json_dumps(limits, JSON_COMPACT | JSON_SORT_KEYS)
+                     : NULL;
+    if ((!cur && !want) || (cur && want && strcmp(cur, want) == 0)) {
+        free(want);
+        return;
+    }
+    json_t *patch = json_pack("{s:{s:{s:o}}}", "metadata", "annotations", key,
+                              want ? json_string(want) : json_null());
+    free(want);
+    patch_node_metadata(s, patch, key);
 }
 
 static void write_status(step *s, json_t *resources, bool ready, const char *why)
@@ -727,6 +753,7 @@ long ns_reconcile_node(ns_engine *e, ns_simnode *n)
 
     /* Device plugin. */
     json_t *resources = json_object();
+    json_t *limits = NULL;
     char why[KC_ERR_MSG_MAX];
     const json_t *dp = s.op_pod[NS_OP_DEVICE_PLUGIN];
     if (has_gpus && dp && driver_up && up_for(&s, NS_OP_DEVICE_PLUGIN, e->t.plugin_ms)) {
@@ -744,6 +771,9 @@ long ns_reconcile_node(ns_engine *e, ns_simnode *n)
                 json_t *v;
                 json_object_foreach(adv, k, v) json_object_set_new(
                     resources, k, json_sprintf("%lld", (long long)json_integer_value(v)));
+                if (ns_dp_allocate_limits(cfg, adv, &limits, &err) != KC_OK)
+                    kc_warn("cannot compute the allocate limits", "node=%s err=\"%s\"", n->name,
+                            err.msg);
                 json_decref(adv);
             } else {
                 kc_debug("device plugin advertises nothing", "node=%s err=\"%s\"", n->name,
@@ -795,6 +825,8 @@ long ns_reconcile_node(ns_engine *e, ns_simnode *n)
     json_decref(alloc);
 
     write_labels(&s);
+    write_allocate_limits(&s, limits);
+    json_decref(limits);
     write_status(&s, resources, !n->faults.notready && !rebooting,
                  rebooting ? "node is rebooting" : "kubelet stopped posting node status (fault)");
     json_decref(resources);

@@ -2,7 +2,8 @@
 # nodesim: what the device plugin and GFD publish under time-slicing (user flow 4: 4×T4 with
 # replicas 4 → 16, Tesla-T4-SHARED), per-node config selection, renameByDefault, and the single
 # MIG strategy (one profile → <product>-MIG-<profile>; mixed profiles → MIG-INVALID, nothing
-# advertised).
+# advertised), MPS refused on MIG devices, and failRequestsGreaterThanOne (a pod asking two shared
+# GPUs fails with UnexpectedAdmissionError and the plugin's message).
 source "$(dirname "$0")/../lib.sh"
 source "$E2E_ROOT/lib_gpu.sh"
 
@@ -29,9 +30,17 @@ data:
     sharing:
       timeSlicing:
         renameByDefault: true
+        failRequestsGreaterThanOne: true
         resources:
           - name: nvidia.com/gpu
             replicas: 8
+  mps: |-
+    version: v1
+    sharing:
+      mps:
+        resources:
+          - name: nvidia.com/gpu
+            replicas: 2
 YAML
 # The device plugin and GFD mount the config as NVIDIA's operator does (volume "config").
 for ds in nvidia-device-plugin-daemonset gpu-feature-discovery; do
@@ -58,11 +67,39 @@ k label node t4-0 nvidia.com/device-plugin.config=renamed >/dev/null
 until_eq "renamed capacity" "nvidia.com/gpu.shared=32" 60 node_gpu_resources t4-0
 until_eq "renamed product has no -SHARED" "Tesla-T4" 30 node_label t4-0 nvidia.com/gpu.product
 assert_eq "replicas 8" "8" "$(node_label t4-0 nvidia.com/gpu.replicas)"
+
+step "failRequestsGreaterThanOne: the plugin's Allocate refuses 2 shared GPUs, the kubelet the pod"
+gpu_pod() { # NAME RESOURCE COUNT
+    k apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: default}
+spec:
+  nodeName: t4-0
+  restartPolicy: Never
+  containers:
+    - name: c
+      image: nvcr.io/nvidia/cuda:12.4.0-base-ubuntu22.04
+      resources: {limits: {$2: $3}}
+YAML
+}
+gpu_pod two-shared nvidia.com/gpu.shared 2
+until_eq "two shared GPUs: rejected" "Failed UnexpectedAdmissionError" 30 \
+    k get pod two-shared -o jsonpath='{.status.phase} {.status.reason}'
+assert_eq "the plugin's message" "Pod was rejected: Allocate failed due to rpc error: code = Unknown desc = invalid allocation request for \"nvidia.com/gpu.shared\": invalid request: maximum request size for shared resources is 1; found 2, which is unexpected" \
+    "$(k get pod two-shared -o jsonpath='{.status.message}')"
+gpu_pod one-shared nvidia.com/gpu.shared 1
+until_eq "one shared GPU runs" "Running" 30 k get pod one-shared -o jsonpath='{.status.phase}'
+k delete pod two-shared one-shared --wait=false >/dev/null
 step "a label naming a missing key: nothing advertised"
 k label node t4-0 nvidia.com/device-plugin.config=nope --overwrite >/dev/null
 until_eq "nothing advertised" "" 60 node_gpu_resources t4-0
 k label node t4-0 nvidia.com/device-plugin.config- >/dev/null
 until_eq "back to the default key" "nvidia.com/gpu=16" 60 node_gpu_resources t4-0
+gpu_pod two-any nvidia.com/gpu 2
+until_eq "failRequestsGreaterThanOne false: two shared GPUs run" "Running" 30 \
+    k get pod two-any -o jsonpath='{.status.phase}'
+k delete pod two-any --wait=false >/dev/null
 
 step "single strategy: one profile everywhere"
 deploy_on p4d-0 mig
@@ -73,6 +110,12 @@ until_eq "state" "success" 60 node_label p4d-0 nvidia.com/mig.config.state
 until_eq "single capacity" "nvidia.com/gpu=224" 60 node_gpu_resources p4d-0
 until_eq "single product" "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb-SHARED" 30 node_label p4d-0 nvidia.com/gpu.product
 assert_eq "single count" "56" "$(node_label p4d-0 nvidia.com/gpu.count)"
+
+step "MPS on MIG devices: the plugin refuses to start, nothing advertised"
+k label node p4d-0 nvidia.com/device-plugin.config=mps >/dev/null
+until_eq "MPS over MIG devices" "" 60 node_gpu_resources p4d-0
+k label node p4d-0 nvidia.com/device-plugin.config- >/dev/null
+until_eq "back to the default key" "nvidia.com/gpu=224" 60 node_gpu_resources p4d-0
 
 step "single strategy with mixed profiles: MIG-INVALID and no MIG resources"
 k label node p4d-0 nvidia.com/mig.config=all-balanced --overwrite >/dev/null

@@ -162,6 +162,8 @@ for pair in nvidia-device-plugin-daemonset:nvidia-device-plugin gpu-feature-disc
         assert_eq "$ds $c NODE_LABEL" "nvidia.com/device-plugin.config" "$(ctr_env "$ds" "$c" NODE_LABEL)"
         assert_eq "$ds $c CONFIG_FILE_SRCDIR" "/available-configs" "$(ctr_env "$ds" "$c" CONFIG_FILE_SRCDIR)"
         assert_contains "$ds $c env" " DEFAULT_CONFIG " " $(ctr_env_names "$ds" "$c") "
+        # Nodes without a label or default run the plugin without a config (plain GPUs).
+        assert_eq "$ds $c FALLBACK_STRATEGIES" "empty" "$(ctr_env "$ds" "$c" FALLBACK_STRATEGIES)"
     done
     assert_eq "$ds config volume is a ConfigMap" "device-plugin-config" \
         "$(ds_get "$ds" '{.spec.template.spec.volumes[?(@.name=="config")].configMap.name}')"

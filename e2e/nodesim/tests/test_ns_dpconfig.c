@@ -109,9 +109,6 @@ Test(ns_dpconfig, malformed)
             "sharing.timeSlicing.resources[1]: nvidia.com/gpu is listed twice");
     rejects("version: v1\nsharing: {timeSlicing: {renameByDefault: yes please, resources: []}}\n",
             "sharing.timeSlicing.renameByDefault: must be true or false");
-    rejects("version: v1\nflags: {migStrategy: mixed}\nsharing: {mps: {resources: [{name: "
-            "nvidia.com/gpu, replicas: 2}]}}\n",
-            "sharing.mps: MPS cannot be combined with migStrategy mixed");
     rejects("version: v1\nsharing:\n  mps: {resources: [{name: nvidia.com/gpu, replicas: 2}]}\n"
             "  timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2}]}\n",
             "sharing: timeSlicing and mps cannot both be configured");
@@ -134,33 +131,64 @@ Test(ns_dpconfig, select_key)
     json_t *none = json_object();
     const char *key;
     kc_err err;
-    cr_assert_eq(ns_dpconfig_select_key(two, "t4", "a100", &key, &err), KC_OK);
+    cr_assert_eq(ns_dpconfig_select_key(two, "t4", "a100", NULL, &key, &err), KC_OK);
     cr_assert_str_eq(key, "t4");
-    cr_assert_eq(ns_dpconfig_select_key(two, NULL, "a100", &key, &err), KC_OK);
+    cr_assert_eq(ns_dpconfig_select_key(two, NULL, "a100", NULL, &key, &err), KC_OK);
     cr_assert_str_eq(key, "a100");
-    cr_assert_eq(ns_dpconfig_select_key(two, "", "", &key, &err), KC_EINVALID);
-    cr_assert_str_eq(err.msg, "no device-plugin config selected: the node has no "
-                              "nvidia.com/device-plugin.config label, no default is configured, "
-                              "no key is named \"default\", and the ConfigMap holds 2 keys (a100, "
-                              "t4)");
-    cr_assert_null(key);
-    cr_assert_eq(ns_dpconfig_select_key(two, "v100", NULL, &key, &err), KC_ENOTFOUND);
+    cr_assert_eq(ns_dpconfig_select_key(two, "v100", NULL, "empty", &key, &err), KC_ENOTFOUND);
     cr_assert_str_eq(err.msg, "node label nvidia.com/device-plugin.config=v100 names no key of "
                               "the ConfigMap (keys: a100, t4)");
-    cr_assert_eq(ns_dpconfig_select_key(two, NULL, "v100", &key, &err), KC_ENOTFOUND);
-    cr_assert_eq(ns_dpconfig_select_key(with_default, NULL, NULL, &key, &err), KC_OK);
-    cr_assert_str_eq(key, "default");
-    cr_assert_eq(ns_dpconfig_select_key(with_default, "t4", NULL, &key, &err), KC_OK);
+    cr_assert_eq(ns_dpconfig_select_key(two, NULL, "v100", "empty", &key, &err), KC_ENOTFOUND);
+    cr_assert_eq(ns_dpconfig_select_key(with_default, "t4", NULL, NULL, &key, &err), KC_OK);
     cr_assert_str_eq(key, "t4");
-    cr_assert_eq(ns_dpconfig_select_key(one, NULL, NULL, &key, &err), KC_OK);
-    cr_assert_str_eq(key, "only");
-    cr_assert_eq(ns_dpconfig_select_key(none, NULL, NULL, &key, &err), KC_EINVALID);
+    cr_assert_eq(ns_dpconfig_select_key(none, NULL, NULL, "empty", &key, &err), KC_EINVALID);
     cr_assert_str_eq(err.msg, "the device-plugin ConfigMap holds no keys");
-    cr_assert_eq(ns_dpconfig_select_key(NULL, NULL, NULL, &key, &err), KC_EINVALID);
+    cr_assert_eq(ns_dpconfig_select_key(NULL, NULL, NULL, NULL, &key, &err), KC_EINVALID);
     json_decref(two);
     json_decref(with_default);
     json_decref(one);
     json_decref(none);
+}
+
+/* No label and no default: the config manager's FALLBACK_STRATEGIES, in order. */
+Test(ns_dpconfig, select_key_fallbacks)
+{
+    json_t *two = json_pack("{s:s, s:s}", "a100", "version: v1", "t4", "version: v1");
+    json_t *with_default = json_pack("{s:s, s:s}", "default", "x", "t4", "y");
+    json_t *one = json_pack("{s:s}", "only", "x");
+    const char *key = "x";
+    kc_err err;
+    /* The GPU operator's setting: unlabelled nodes run the plugin without a config. */
+    cr_assert_eq(ns_dpconfig_select_key(two, NULL, "", "empty", &key, &err), KC_OK);
+    cr_assert_null(key);
+    cr_assert_eq(ns_dpconfig_select_key(one, "", NULL, "empty", &key, &err), KC_OK);
+    cr_assert_null(key);
+    cr_assert_eq(ns_dpconfig_select_key(with_default, NULL, NULL, "empty", &key, &err), KC_OK);
+    cr_assert_null(key);
+    /* The device plugin chart's setting: a key named default, else the only key. */
+    cr_assert_eq(ns_dpconfig_select_key(with_default, NULL, NULL, "named,single", &key, &err),
+                 KC_OK);
+    cr_assert_str_eq(key, "default");
+    cr_assert_eq(ns_dpconfig_select_key(one, NULL, NULL, "named, single", &key, &err), KC_OK);
+    cr_assert_str_eq(key, "only");
+    cr_assert_eq(ns_dpconfig_select_key(two, NULL, NULL, "named,single,empty", &key, &err), KC_OK);
+    cr_assert_null(key);
+    /* Without FALLBACK_STRATEGIES the config manager has no fallback at all. */
+    cr_assert_eq(ns_dpconfig_select_key(one, NULL, NULL, NULL, &key, &err), KC_EINVALID);
+    cr_assert_null(key);
+    cr_assert_str_eq(err.msg, "no config was set, no default was provided, and all fallbacks "
+                              "failed (the node has no nvidia.com/device-plugin.config label, "
+                              "FALLBACK_STRATEGIES is \"\", the ConfigMap holds 1 keys: only)");
+    cr_assert_eq(ns_dpconfig_select_key(two, NULL, NULL, "named,single", &key, &err), KC_EINVALID);
+    cr_assert_str_eq(err.msg, "no config was set, no default was provided, and all fallbacks "
+                              "failed (the node has no nvidia.com/device-plugin.config label, "
+                              "FALLBACK_STRATEGIES is \"named,single\", the ConfigMap holds 2 "
+                              "keys: a100, t4)");
+    cr_assert_eq(ns_dpconfig_select_key(two, NULL, NULL, "empyt", &key, &err), KC_EINVALID);
+    cr_assert_str_eq(err.msg, "unknown fallback strategy: empyt");
+    json_decref(two);
+    json_decref(with_default);
+    json_decref(one);
 }
 
 Test(ns_dpconfig, time_slicing_t4)
@@ -265,10 +293,92 @@ Test(ns_dpconfig, sharing_mig_devices)
     cfg = parse_ok("version: v1\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, "
                    "replicas: 2}]\n");
     cr_assert_eq(ns_dp_advertise(cfg, NS_MIG_MIXED, a100, 2, st, &res, &err), KC_EINVALID);
-    cr_assert_str_eq(err.msg, "sharing.mps: MPS cannot be combined with MIG strategy mixed");
+    cr_assert_str_eq(err.msg, "unable to validate flags: using --mig-strategy=mixed is not "
+                              "supported with MPS");
+    /* single on MIG-enabled GPUs: the plugin would share MIG devices, which MPS cannot. */
+    resolve("A100-SXM4-40GB", 2, "all-1g.5gb", st);
+    cr_assert_eq(ns_dp_advertise(cfg, NS_MIG_SINGLE, a100, 2, st, &res, &err), KC_EINVALID);
+    cr_assert_str_eq(err.msg, "sharing using MPS is not supported for MIG devices");
+    /* none ignores MIG: whole GPUs, shared. */
     cr_assert_eq(ns_dp_advertise(cfg, NS_MIG_NONE, a100, 2, st, &res, &err), KC_OK);
     cr_assert_eq(count(res, "nvidia.com/gpu"), 4);
     json_decref(res);
     ns_dpconfig_free(cfg);
+    /* The strategy in effect is what counts: flags.migStrategy mixed parses, and MIG_STRATEGY
+     * single (what the operator sets) on GPUs without MIG shares them with MPS. */
+    cfg = parse_ok("version: v1\nflags: {migStrategy: mixed}\nsharing: {mps: {resources: [{name: "
+                   "nvidia.com/gpu, replicas: 2}]}}\n");
+    resolve("A100-SXM4-40GB", 2, "all-disabled", st);
+    cr_assert_eq(ns_dp_advertise(cfg, NS_MIG_SINGLE, a100, 2, st, &res, &err), KC_OK, "%s",
+                 err.msg);
+    cr_assert_eq(count(res, "nvidia.com/gpu"), 4);
+    json_decref(res);
+    cr_assert_eq(ns_dp_advertise(cfg, NS_MIG_MIXED, a100, 2, st, &res, &err), KC_EINVALID);
+    ns_dpconfig_free(cfg);
     cr_assert_eq(ns_dp_advertise(NULL, NS_MIG_NONE, NULL, 2, NULL, &res, &err), KC_EARG);
+}
+
+/* What the plugin's Allocate refuses on a 4×T4 node under `yaml`. */
+static json_t *t4_limits(const char *yaml)
+{
+    json_t *res = NULL, *lim = NULL;
+    kc_err err;
+    ns_dpconfig *cfg = parse_ok(yaml);
+    cr_assert_eq(ns_dp_advertise(cfg, NS_MIG_NONE, ns_gpu_find("Tesla-T4"), 4, NULL, &res, &err),
+                 KC_OK);
+    cr_assert_eq(ns_dp_allocate_limits(cfg, res, &lim, &err), KC_OK);
+    json_decref(res);
+    ns_dpconfig_free(cfg);
+    return lim;
+}
+
+/* `lim` refuses more than one `name` with the plugin's message. */
+static void assert_max_one(const json_t *lim, const char *name)
+{
+    char want[256];
+    const json_t *rule = json_object_get(lim, name);
+    snprintf(want, sizeof(want),
+             "invalid allocation request for \"%s\": invalid request: maximum request size for "
+             "shared resources is 1; found {found}",
+             name);
+    cr_assert_eq(json_integer_value(json_object_get(rule, "max")), 1);
+    cr_assert_str_eq(json_string_value(json_object_get(rule, "error")), want);
+}
+
+/* failRequestsGreaterThanOne: what the plugin's Allocate refuses, per advertised shared resource.
+ */
+Test(ns_dpconfig, allocate_limits)
+{
+    static const struct {
+        const char *yaml;
+        const char *refused; /* the resource refused above 1, NULL: none */
+    } cases[] = {
+        {"version: v1\nsharing:\n  timeSlicing:\n    failRequestsGreaterThanOne: true\n"
+         "    renameByDefault: true\n    resources: [{name: nvidia.com/gpu, replicas: 4}]\n",
+         "nvidia.com/gpu.shared"},
+        /* Time-slicing allows larger requests unless told otherwise. */
+        {"version: v1\nsharing:\n  timeSlicing:\n"
+         "    resources: [{name: nvidia.com/gpu, replicas: 4}]\n",
+         NULL},
+        /* MPS refuses them unless the config relaxes it. */
+        {"version: v1\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, replicas: 2}]\n",
+         "nvidia.com/gpu"},
+        {"version: v1\nsharing:\n  mps:\n    failRequestsGreaterThanOne: false\n"
+         "    resources: [{name: nvidia.com/gpu, replicas: 2}]\n",
+         NULL},
+    };
+    json_t *lim;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        lim = t4_limits(cases[i].yaml);
+        cr_assert_eq(json_object_size(lim), cases[i].refused ? 1 : 0, "case %zu", i);
+        if (cases[i].refused)
+            assert_max_one(lim, cases[i].refused);
+        json_decref(lim);
+    }
+    /* No sharing, nothing refused. */
+    kc_err err;
+    cr_assert_eq(ns_dp_allocate_limits(NULL, NULL, &lim, &err), KC_OK);
+    cr_assert_eq(json_object_size(lim), 0);
+    json_decref(lim);
+    cr_assert_eq(ns_dp_allocate_limits(NULL, NULL, NULL, &err), KC_EARG);
 }
