@@ -178,14 +178,16 @@ def build():
     props["platform"] = obj("Where the cluster runs.", {
         "openshift": b("OpenShift (not supported by this chart: true fails the install)."),
     })
-    props["nfd"] = obj("Node Feature Discovery. This chart does not ship NFD: the GPU nodes must "
-                       "already carry its feature.node.kubernetes.io/pci-10de.present label.", {
-        "enabled": b("Must stay false: true fails the install with a message."),
-        "nodefeaturerules": b("Must stay false (NFD rules come with NFD)."),
+    props["nfd"] = obj("Node Feature Discovery. This chart does not deploy NFD: the operator "
+                       "manages the nodes labelled feature.node.kubernetes.io/pci-10de.present=true "
+                       "(or pci-0302_10de / pci-0300_10de), by NFD run on its own or by hand.", {
+        "enabled": b("NVIDIA's subchart switch: accepted either way, NFD is not deployed (the "
+                     "install notes say so and count the labelled nodes)."),
+        "nodefeaturerules": b("Must stay false (NFD rules are NFD objects): true fails the install."),
     })
     props["node-feature-discovery"] = obj(
         "Values of NVIDIA's NFD subchart; kept so values files carry over, and unused (the chart "
-        "ships no NFD; NOTES says so when this is set).")
+        "deploys no NFD; the install notes say so when this is set).")
     props["clusterPolicy"] = obj("The ClusterPolicy the chart creates from these values.", {
         "name": s("Name of the ClusterPolicy.", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", maxLength=253),
         "create": b("Creates the ClusterPolicy (false: bring your own)."),

@@ -4,6 +4,8 @@
 # MIG manager's env (so the reboot-only nodes reach success), migManager.default labels the nodes
 # all-balanced (16/8/8 under the mixed strategy), operator.defaultRuntime reaches the toolkit,
 # the versions reach the DaemonSet images. A mistyped key fails the install naming the key.
+# nfd.enabled=true (NVIDIA's default) installs: the notes say the chart deploys no NFD, which label
+# the operator needs, and how many nodes carry it (a warning when none does).
 source "$(dirname "$0")/../lib.sh"
 source "$E2E_ROOT/lib_gpu.sh"
 source "$E2E_ROOT/lib_chart.sh"
@@ -18,9 +20,23 @@ out=$(assert_fails "WITH_REBOT" h upgrade --install gpuo charts/gpu-operator --s
 assert_contains "names the key" "migManager: Additional property WITH_REBOT is not allowed" "$out"
 out=$(assert_fails "unknown runtime" h upgrade --install gpuo charts/gpu-operator --set operator.defaultRuntime=containerdd "${PORT_FLAGS[@]}")
 assert_contains "names the value" "operator.defaultRuntime" "$out"
-out=$(assert_fails "nfd" h upgrade --install gpuo charts/gpu-operator --set nfd.enabled=true "${PORT_FLAGS[@]}")
-assert_contains "NFD not shipped" "does not ship Node Feature Discovery" "$out"
 assert_eq "nothing installed" "" "$(h list -q)"
+
+step "nfd.enabled=true (NVIDIA's default) installs; the notes say NFD is not deployed and count GPU nodes"
+# helm install --dry-run=server renders the notes with the cluster's nodes (helm's lookup).
+nfd_notes() { h install nfd-check charts/gpu-operator --dry-run=server --set nfd.enabled=true "${PORT_FLAGS[@]}" 2>&1; }
+out=$(nfd_notes) || fail "nfd.enabled=true: $out"
+assert_contains "NFD not deployed" "This chart does not deploy Node Feature Discovery (NFD): nfd.enabled=true deploys it with NVIDIA's chart only." "$out"
+assert_contains "the label to set by hand" "kubectl label node NODE feature.node.kubernetes.io/pci-10de.present=true" "$out"
+assert_contains "GPU nodes counted" "GPU nodes now: 2 of 3 nodes carry the label." "$out"
+k label node p4d-0 p4d-1 feature.node.kubernetes.io/pci-10de.present- >/dev/null
+out=$(nfd_notes) || fail "nfd.enabled=true without GPU labels: $out"
+assert_contains "no GPU node: a warning" "WARNING: none of the 3 nodes carries the label yet" "$out"
+k label node p4d-0 p4d-1 feature.node.kubernetes.io/pci-0302_10de.present=true >/dev/null
+assert_contains "NFD's class-qualified label counts" "GPU nodes now: 2 of 3" "$(nfd_notes)"
+k label node p4d-0 p4d-1 feature.node.kubernetes.io/pci-0302_10de.present- \
+    feature.node.kubernetes.io/pci-10de.present=true >/dev/null
+assert_eq "nothing installed by the dry run" "" "$(h list -q)"
 
 step "the blog-post command"
 h upgrade --install gpuo charts/gpu-operator \

@@ -4,11 +4,12 @@
 # its default). With it `helm template` and `helm install` work: NVIDIA's keys do what NVIDIA's do
 # (gpuPodDeletion, operator.logging/env, clusterPolicy.deployCR, the CSV DCGM metrics list), the
 # operator and validator images are this chart's (NVIDIA's values name NVIDIA's registry with no
-# version), and each feature this operator does not implement installs while off and fails with
-# its key's name and "not supported by this operator" when turned on. Typos are still refused,
-# and so is a ClusterPolicy spec typo under kubectl's strict field validation. The operator pod
-# carries NVIDIA's drain-skip label and its metrics Service reaches operator.metricsPort;
-# operator.cleanupCRD deletes the CRD on uninstall.
+# version), nfd.enabled: true installs (the notes say that this chart deploys no Node Feature
+# Discovery and how many nodes carry the GPU label NFD gives), and each feature this operator does
+# not implement installs while off and fails with its key's name and "not supported by this
+# operator" when turned on. Typos are still refused, and so is a ClusterPolicy spec typo under
+# kubectl's strict field validation. The operator pod carries NVIDIA's drain-skip label and its
+# metrics Service reaches operator.metricsPort; operator.cleanupCRD deletes the CRD on uninstall.
 source "$(dirname "$0")/../lib.sh"
 source "$E2E_ROOT/lib_gpu.sh"
 source "$E2E_ROOT/lib_chart.sh"
@@ -17,9 +18,6 @@ chart=charts/gpu-operator
 values="$E2E_ROOT/testdata/nvidia-values"
 app=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$chart/Chart.yaml")
 [ -n "$app" ] || fail "no appVersion in $chart/Chart.yaml"
-# NVIDIA's chart ships Node Feature Discovery as a subchart (nfd.enabled: true); this one does
-# not: a migrating user keeps NFD installed on its own and says so.
-MIGRATE=(--set nfd.enabled=false)
 
 # check_render FILE: the objects helm template rendered from one of NVIDIA's values files.
 check_render() {
@@ -68,24 +66,24 @@ PY
 
 step "helm template with each of NVIDIA's values files"
 for v in v23.9 v24.9 v25.10 v26.7; do
-    h template gpu-operator "$chart" -n gpu-operator -f "$values/$v.yaml" "${MIGRATE[@]}" \
+    h template gpu-operator "$chart" -n gpu-operator -f "$values/$v.yaml" \
         >"$E2E_DIR/$v.yaml" 2>"$E2E_DIR/$v.err" || fail "helm template -f $v: $(cat "$E2E_DIR/$v.err")"
     check_render "$E2E_DIR/$v.yaml" || fail "$v: rendered objects"
 done
 
 step "operator.logging, operator.env, clusterPolicy.deployCR"
-h template x "$chart" -f "$values/v26.7.yaml" "${MIGRATE[@]}" --set operator.logging.develMode=true \
+h template x "$chart" -f "$values/v26.7.yaml" --set operator.logging.develMode=true \
     --set 'operator.env[0].name=HTTPS_PROXY' --set 'operator.env[0].value=http://proxy:3128' >"$E2E_DIR/env.yaml"
 assert_eq "develMode and env" "KC_LOG_LEVEL=debug HTTPS_PROXY=http://proxy:3128" "$(python3 -c '
 import sys, yaml
 d = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"][0]
 print(" ".join("%s=%s" % (e["name"], e["value"]) for e in d["spec"]["template"]["spec"]["containers"][0]["env"] if "value" in e))' "$E2E_DIR/env.yaml")"
 assert_eq "deployCR=false: no ClusterPolicy" "0" \
-    "$(h template x "$chart" -f "$values/v26.7.yaml" "${MIGRATE[@]}" --set clusterPolicy.deployCR=false | grep -c '^kind: ClusterPolicy' || true)"
+    "$(h template x "$chart" -f "$values/v26.7.yaml" --set clusterPolicy.deployCR=false | grep -c '^kind: ClusterPolicy' || true)"
 
 step "dcgmExporter.config.data as NVIDIA's CSV string: the chart creates the ConfigMap"
 printf 'DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %%).\nDCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).\n' >"$E2E_DIR/metrics.csv"
-h template x "$chart" -n gpu-operator -f "$values/v26.7.yaml" "${MIGRATE[@]}" --set dcgmExporter.config.create=true \
+h template x "$chart" -n gpu-operator -f "$values/v26.7.yaml" --set dcgmExporter.config.create=true \
     --set dcgmExporter.config.name=custom-dcgm-metrics --set-file dcgmExporter.config.data="$E2E_DIR/metrics.csv" \
     >"$E2E_DIR/dcgm.yaml" 2>"$E2E_DIR/dcgm.err" || fail "CSV metrics list: $(cat "$E2E_DIR/dcgm.err")"
 python3 - "$E2E_DIR/dcgm.yaml" "$E2E_DIR/metrics.csv" <<'PY' || fail "the DCGM metrics ConfigMap"
@@ -101,7 +99,7 @@ PY
 step "features this operator does not implement: off by default, on fails naming the key"
 unsupported() { # KEY SET...: helm template with SET fails naming KEY
     local key=$1 out; shift
-    out=$(assert_fails "$key on" h template x "$chart" -f "$values/v26.7.yaml" "${MIGRATE[@]}" "$@")
+    out=$(assert_fails "$key on" h template x "$chart" -f "$values/v26.7.yaml" "$@")
     assert_contains "$key named" "$key" "$out"
     assert_contains "$key: not supported" "not supported by this operator" "$out"
 }
@@ -115,7 +113,7 @@ unsupported psp.enabled -f "$values/v23.9.yaml" --set psp.enabled=true
 step "typos in NVIDIA's keys are still refused with the key's path"
 typo() { # WHAT SET
     local out
-    out=$(assert_fails "$2" h template x "$chart" -f "$values/v26.7.yaml" "${MIGRATE[@]}" --set "$2")
+    out=$(assert_fails "$2" h template x "$chart" -f "$values/v26.7.yaml" --set "$2")
     assert_contains "$2 named" "$1" "$out"
 }
 typo "operator: Additional property cleanupCRDs is not allowed" operator.cleanupCRDs=true
@@ -124,6 +122,7 @@ typo "gpuCluster: Additional property deployCr is not allowed" gpuCluster.deploy
 typo "draDriver: Additional property imageTag is not allowed" draDriver.imageTag=v1
 typo "logging" operator.logging.level=verbose
 typo "Additional property kataSandboxDevicePlugins is not allowed" kataSandboxDevicePlugins.enabled=false
+typo "nfd: Additional property enable is not allowed" nfd.enable=true
 
 chart_cluster_up "$E2E_ROOT/testdata/fleet-nodesim.yaml"
 
@@ -146,8 +145,12 @@ for v in v23.9 v24.9 v25.10 v26.7; do
     extra=()
     [ "$v" = v26.7 ] && extra=(--set operator.cleanupCRD=true)
     h install gpu-operator "$chart" -n gpu-operator --create-namespace --wait --timeout 60s \
-        -f "$values/$v.yaml" "${MIGRATE[@]}" "${PORT_FLAGS[@]}" "${extra[@]}" >"$E2E_DIR/install-$v.out" 2>&1 ||
+        -f "$values/$v.yaml" "${PORT_FLAGS[@]}" "${extra[@]}" >"$E2E_DIR/install-$v.out" 2>&1 ||
         { cat "$E2E_DIR/install-$v.out" >&2; fail "helm install -f $v"; }
+    notes=$(cat "$E2E_DIR/install-$v.out")
+    assert_contains "$v: NFD not deployed" "This chart does not deploy Node Feature Discovery (NFD): nfd.enabled=true deploys it with NVIDIA's chart only." "$notes"
+    assert_contains "$v: GPU nodes counted" "GPU nodes now: 3 of 4 nodes carry the label." "$notes"
+    assert_contains "$v: NFD subchart values unused" "the node-feature-discovery values are not used" "$notes"
     assert_eq "$v: operator ready" "1" "$(k get deploy gpu-operator -n gpu-operator -o jsonpath='{.status.readyReplicas}')"
     assert_eq "$v: drain-skip label on the operator pod" "true" \
         "$(k get pods -n gpu-operator -l app=gpu-operator -o jsonpath='{.items[0].metadata.labels.nvidia\.com/gpu-driver-upgrade-drain\.skip}')"

@@ -59,9 +59,6 @@ true
 
 {{/* Values the chart refuses with a message rather than ignore. */}}
 {{- define "gpu-operator.checks" -}}
-{{- if .Values.nfd.enabled -}}
-{{- fail "nfd.enabled=true: this chart does not ship Node Feature Discovery; install NFD separately (GPU nodes need its feature.node.kubernetes.io/pci-10de.present label) and keep nfd.enabled=false" -}}
-{{- end -}}
 {{- if .Values.nfd.nodefeaturerules -}}
 {{- fail "nfd.nodefeaturerules=true: NFD rules come with Node Feature Discovery, which this chart does not ship; keep it false" -}}
 {{- end -}}
