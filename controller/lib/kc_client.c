@@ -72,6 +72,11 @@ bool kc_client_cancelled(kc_client *c)
     return c && atomic_load(&c->cancelled);
 }
 
+bool kc_client_multiplexed(kc_client *c)
+{
+    return c && atomic_load(&c->proto) == KC_PROTO_H2;
+}
+
 static char *dup_bytes(const char *s, size_t len)
 {
     char *d = malloc(len + 1);

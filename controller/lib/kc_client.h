@@ -82,6 +82,9 @@ void kc_response_free(kc_response *resp);
 void kc_client_cancel(kc_client *c);
 /* Whether kc_client_cancel was called. */
 bool kc_client_cancelled(kc_client *c);
+/* Whether the server's last answer came over HTTP/2 (so requests share one connection); false
+ * before any answer and over HTTP/1.x. */
+bool kc_client_multiplexed(kc_client *c);
 
 /* Decodes a Kubernetes Status object (or any error body) returned with an HTTP status into err;
  * returns the code. Used for responses and for watch ERROR events. body may be NULL. */

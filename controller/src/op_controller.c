@@ -942,10 +942,25 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
     uv_timer_init(&c->loop, &c->trim);
     c->trim.data = c;
     uv_timer_start(&c->trim, on_trim, 10000, 10000);
-    /* The pipe runs on the loop, in the multi handle of the watches: one connection for all. */
-    if ((rc = kc_client_attach_loop(c->api, &c->loop, err)) != KC_OK ||
-        (rc = kc_pipe_new(c->api, OP_PIPE_LANES, OP_PIPE_DEPTH, &c->pipe, err)) != KC_OK)
+    /* Over HTTP/2 the pipe runs on the loop, in the multi handle of the watches: one connection
+     * for everything, as client-go holds. Over HTTP/1.1 a connection carries one request at a
+     * time and nothing is multiplexed: the pipe keeps its own thread and keep-alive connections,
+     * which the benchmark measured answering writes sooner (bench/README.md, tenth pass). The
+     * core group's discovery tells which protocol the server speaks. */
+    kc_request probe = {.method = "GET", .path = "/api"};
+    if ((rc = kc_client_do(c->api, &probe, NULL, err)) != KC_OK) {
+        kc_err_prefix(err, "discovering the core API");
         goto out;
+    }
+    bool on_loop = kc_client_multiplexed(c->api);
+    if ((!on_loop &&
+         (rc = kc_pipe_new(c->api, OP_PIPE_LANES, OP_PIPE_DEPTH, &c->pipe, err)) != KC_OK) ||
+        (rc = kc_client_attach_loop(c->api, &c->loop, err)) != KC_OK ||
+        (on_loop &&
+         (rc = kc_pipe_new(c->api, OP_PIPE_LANES, OP_PIPE_DEPTH, &c->pipe, err)) != KC_OK))
+        goto out;
+    kc_info("API server connection", "protocol=%s pipe=%s", on_loop ? "HTTP/2" : "HTTP/1.1",
+            on_loop ? "on the loop" : "own thread");
     kc_informer_handlers ph = {on_policy, on_policy_upd, on_policy, c};
     kc_informer_handlers nh = {on_node_add, on_node_upd, on_node_del, c};
     kc_informer_handlers podh = {on_pod_add, on_pod_upd, on_pod_del, c};
