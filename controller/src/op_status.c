@@ -357,8 +357,13 @@ long op_reconcile_status(op_controller *c)
             again = OP_REQUEUED;
         } else if (!old_state || strcmp(old_state, ready ? "ready" : "notReady")) {
             kc_info(ready ? "ClusterPolicy ready" : "ClusterPolicy not ready", "reason=%s", reason);
-            kc_event_record(c->events, live, ready ? "Normal" : "Warning", ready ? "Ready" : reason,
-                            "%s", msg);
+            /* A policy that was never ready is being installed: operands rolling out are
+             * progress (Normal). Losing readiness, a spec that cannot be applied and a cluster
+             * without GPU nodes are what an administrator must look at (Warning). */
+            bool progress = !old_state &&
+                            (!strcmp(reason, "OperandNotReady") || !strcmp(reason, "Reconciling"));
+            kc_event_record(c->events, live, ready || progress ? "Normal" : "Warning",
+                            ready ? "Ready" : reason, "%s", msg);
         }
     }
     json_decref(status);

@@ -1,6 +1,8 @@
 /* ks_kubelet_ctr: one container on a simulated node: simulated containers just run; containers
  * whose image is mapped run a real local process (own process group, output into the pod log),
- * restarted with back-off per restartPolicy, with HTTP/TCP readiness and liveness probes. */
+ * restarted with back-off per restartPolicy. Startup, readiness and liveness probes as the kubelet
+ * runs them: HTTP/TCP probes of local processes; probes of simulated containers on nodesim's
+ * nodes are answered by nodesim (the pod's nodesim.io/probes annotation), elsewhere they pass. */
 #include "ks_kubelet_int.h"
 
 #include "kc_log.h"
@@ -42,6 +44,7 @@ void kl_ctr_quiesce(kl_ctr *c)
     if (!c->timers_on)
         return;
     uv_timer_stop(&c->t_backoff);
+    uv_timer_stop(&c->t_sprobe);
     uv_timer_stop(&c->t_rprobe);
     uv_timer_stop(&c->t_lprobe);
 }
@@ -51,6 +54,7 @@ void kl_ctr_close_timers(kl_ctr *c)
     if (!c->timers_on)
         return;
     kl_close(c->p, (uv_handle_t *)&c->t_backoff);
+    kl_close(c->p, (uv_handle_t *)&c->t_sprobe);
     kl_close(c->p, (uv_handle_t *)&c->t_rprobe);
     kl_close(c->p, (uv_handle_t *)&c->t_lprobe);
     c->timers_on = false;
@@ -185,25 +189,60 @@ static void mark_running(kl_ctr *c)
     set_message(c, NULL);
     c->ready = false;
     c->killing = false;
-    c->r_ok = c->r_fail = c->l_fail = 0;
+    c->s_fail = c->r_ok = c->r_fail = c->l_fail = 0;
+    c->started = !c->sprobe.kind;
     ks_now_rfc3339(c->started_at);
     ks_proc_container_id(p->uid, c->name, c->restarts, c->cid, sizeof(c->cid));
     int delay = p->kl->sim->opts.pod_ready_ms;
     c->ready_at_ms = kl_now(p->kl) + (uint64_t)(delay > 0 ? delay : 0);
 }
 
+static void on_sprobe(uv_timer_t *t);
 static void on_rprobe(uv_timer_t *t);
 static void on_lprobe(uv_timer_t *t);
 
-static void start_probes(kl_ctr *c)
+/* A probe's seconds as loop milliseconds; periods are at least 1 ms. --probe-scale applies to
+ * simulated containers, whose components run on nodesim's (scaled) timings; a local process
+ * starts in real time, so its probes keep the seconds the spec gives. */
+static uint64_t probe_ms(const kl_ctr *c, int seconds, bool period)
 {
+    double f = c->map ? 1.0 : c->p->kl->sim->opts.probe_scale;
+    double ms = (double)seconds * 1000.0 * (f > 0 ? f : 1.0);
+    return ms < 1.0 ? (period ? 1 : 0) : (uint64_t)ms;
+}
+
+/* Readiness and liveness probes start once the startup probe passed; their initial delays count
+ * from the container's start, as the kubelet's probe workers do. */
+static void start_rl_probes(kl_ctr *c)
+{
+    uint64_t ran = kl_now(c->p->kl) - c->run_since_ms;
     const ks_probe_spec *r = &c->rprobe, *l = &c->lprobe;
-    if (r->kind)
-        uv_timer_start(&c->t_rprobe, on_rprobe, (uint64_t)r->initial_delay_s * 1000,
-                       (uint64_t)r->period_s * 1000);
-    if (l->kind)
-        uv_timer_start(&c->t_lprobe, on_lprobe, (uint64_t)l->initial_delay_s * 1000,
-                       (uint64_t)l->period_s * 1000);
+    if (r->kind) {
+        uint64_t d = probe_ms(c, r->initial_delay_s, false);
+        uv_timer_start(&c->t_rprobe, on_rprobe, d > ran ? d - ran : 0,
+                       probe_ms(c, r->period_s, true));
+    }
+    if (l->kind) {
+        uint64_t d = probe_ms(c, l->initial_delay_s, false);
+        uv_timer_start(&c->t_lprobe, on_lprobe, d > ran ? d - ran : 0,
+                       probe_ms(c, l->period_s, true));
+    }
+}
+
+void kl_ctr_probes_start(kl_ctr *c)
+{
+    if (!c->timers_on)
+        return;
+    kl_ctr_quiesce(c);
+    c->s_fail = c->r_ok = c->r_fail = c->l_fail = 0;
+    c->ready = false;
+    c->started = !c->sprobe.kind;
+    c->run_since_ms = kl_now(c->p->kl);
+    if (c->sprobe.kind)
+        uv_timer_start(&c->t_sprobe, on_sprobe, probe_ms(c, c->sprobe.initial_delay_s, false),
+                       probe_ms(c, c->sprobe.period_s, true));
+    else
+        start_rl_probes(c);
 }
 
 /* A container that could not start: CreateContainerConfigError (env) waits and retries,
@@ -316,14 +355,10 @@ out:
 
 void kl_ctr_start(kl_ctr *c)
 {
-    if (c->map) {
-        if (!spawn(c))
-            return;
-        mark_running(c);
-        start_probes(c);
-    } else {
-        mark_running(c);
-    }
+    if (c->map && !spawn(c))
+        return;
+    mark_running(c);
+    kl_ctr_probes_start(c);
     emit_started(c);
 }
 
@@ -393,12 +428,121 @@ static void restart_or_stay(kl_ctr *c)
 
 /* ---- probes ---- */
 
+enum { PR_STARTUP, PR_READINESS, PR_LIVENESS };
+
+static const char *const probe_names[] = {"Startup", "Readiness", "Liveness"};
+
+static const ks_probe_spec *probe_spec(const kl_ctr *c, int which)
+{
+    return which == PR_STARTUP ? &c->sprobe : which == PR_READINESS ? &c->rprobe : &c->lprobe;
+}
+
+static bool *probe_busy(kl_ctr *c, int which)
+{
+    return which == PR_STARTUP ? &c->s_busy : which == PR_READINESS ? &c->r_busy : &c->l_busy;
+}
+
+/* A probe of a simulated container. On nodesim's nodes nodesim is the container runtime: its
+ * answer per container is in the pod's nodesim.io/probes annotation ("ok" or what the probe
+ * printed when it failed); no answer is a failure. Elsewhere nothing runs in the container and
+ * the probe passes. */
+static bool sim_probe(const kl_ctr *c, char *msg, size_t size)
+{
+    kl_pod *p = c->p;
+    kl_node *n = kl_node_get(p->kl, p->node);
+    if (!n || !n->nodesim)
+        return true;
+    const char *ann = json_string_value(json_object_get(
+        json_object_get(json_object_get(p->obj, "metadata"), "annotations"), "nodesim.io/probes"));
+    json_t *all = ann ? json_loads(ann, 0, NULL) : NULL;
+    const char *v = json_string_value(json_object_get(all, c->name));
+    bool ok = v && strcmp(v, "ok") == 0;
+    if (!ok)
+        snprintf(msg, size, "%s", v ? v : "no answer from the container yet");
+    json_decref(all);
+    return ok;
+}
+
+/* The container failed its startup or liveness probe failureThreshold times: it is killed and
+ * started again. A local process gets SIGTERM (SIGKILL after the grace period) and restarts
+ * when it exits; a simulated container restarts at once, exit code 137. */
+static void probe_kill(kl_ctr *c, int which)
+{
+    kl_pod *p = c->p;
+    kl_event(p->kl, p, c, "Normal", "Killing", "Container %s failed %s probe, will be restarted",
+             c->name, which == PR_STARTUP ? "startup" : "liveness");
+    uv_timer_stop(&c->t_sprobe);
+    uv_timer_stop(&c->t_rprobe);
+    uv_timer_stop(&c->t_lprobe);
+    c->ready = false;
+    if (c->map) {
+        kl_ctr_signal(c, SIGTERM);
+        uv_timer_start(&c->t_backoff, on_backoff, (uint64_t)atomic_load(&p->kl->grace_cap_ms), 0);
+        kl_pod_ctr_changed(p, c);
+        return;
+    }
+    char now[32];
+    ks_now_rfc3339(now);
+    json_decref(c->last_term);
+    c->last_term = json_pack("{s:i, s:s, s:s, s:s, s:s}", "exitCode", 137, "reason", "Error",
+                             "startedAt", c->started_at, "finishedAt", now, "containerID", c->cid);
+    c->restarts++;
+    kl_ctr_start(c);
+    kl_pod_ctr_changed(p, c);
+}
+
+/* One probe result for the container's current run. */
+static void probe_result(kl_ctr *c, int which, bool ok, const char *msg)
+{
+    kl_pod *p = c->p;
+    if (p->removed || c->state != CS_RUNNING || p->stage == ST_DELETING || p->stage == ST_DONE)
+        return;
+    const ks_probe_spec *s = probe_spec(c, which);
+    if (!ok)
+        kl_event(p->kl, p, c, "Warning", "Unhealthy", "%s probe failed: %s", probe_names[which],
+                 msg && *msg    ? msg
+                 : s->kind == 1 ? "HTTP probe failed"
+                                : "probe failed");
+    switch (which) {
+    case PR_STARTUP:
+        if (ok) {
+            c->started = true;
+            uv_timer_stop(&c->t_sprobe);
+            start_rl_probes(c);
+            kl_pod_ctr_changed(p, c);
+        } else if (++c->s_fail >= s->failure_threshold) {
+            probe_kill(c, which);
+        }
+        break;
+    case PR_READINESS: {
+        bool was = c->ready;
+        if (ok) {
+            c->r_fail = 0;
+            if (++c->r_ok >= s->success_threshold)
+                c->ready = true;
+        } else {
+            c->r_ok = 0;
+            if (++c->r_fail >= s->failure_threshold)
+                c->ready = false;
+        }
+        if (was != c->ready)
+            kl_pod_ctr_changed(p, c);
+        break;
+    }
+    default:
+        if (ok)
+            c->l_fail = 0;
+        else if (++c->l_fail >= s->failure_threshold)
+            probe_kill(c, which);
+    }
+}
+
 typedef struct probe_work {
     uv_work_t req;
     kl_pod *p;
     kl_ctr *c;
     kl_run *run;
-    bool liveness;
+    int which;
     bool ok;
     ks_probe_spec spec;
 } probe_work;
@@ -414,57 +558,26 @@ static void probe_done(uv_work_t *req, int status)
     probe_work *w = req->data;
     kl_pod *p = w->p;
     kl_ctr *c = w->c;
-    if (w->liveness)
-        c->l_busy = false;
-    else
-        c->r_busy = false;
+    *probe_busy(c, w->which) = false;
     /* Only results for the run that is still current count. */
-    if (status != 0 || p->removed || c->run != w->run || !c->run || c->state != CS_RUNNING ||
-        p->stage == ST_DELETING || p->stage == ST_DONE)
-        goto out;
-    const ks_probe_spec *s = &w->spec;
-    if (!w->liveness) {
-        bool was = c->ready;
-        if (w->ok) {
-            c->r_fail = 0;
-            if (++c->r_ok >= s->success_threshold)
-                c->ready = true;
-        } else {
-            c->r_ok = 0;
-            if (++c->r_fail >= s->failure_threshold)
-                c->ready = false;
-            if (c->r_fail == s->failure_threshold)
-                kl_event(p->kl, p, c, "Warning", "Unhealthy", "Readiness probe failed: %s",
-                         s->kind == 1 ? "HTTP probe failed" : "probe failed");
-        }
-        if (was != c->ready)
-            kl_pod_ctr_changed(p, c);
-        goto out;
-    }
-    if (w->ok) {
-        c->l_fail = 0;
-        goto out;
-    }
-    if (++c->l_fail < s->failure_threshold)
-        goto out;
-    kl_event(p->kl, p, c, "Warning", "Unhealthy", "Liveness probe failed: %s",
-             s->kind == 1 ? "HTTP probe failed" : "probe failed");
-    kl_event(p->kl, p, c, "Normal", "Killing",
-             "Container %s failed liveness probe, will be restarted", c->name);
-    c->l_fail = 0;
-    uv_timer_stop(&c->t_rprobe);
-    uv_timer_stop(&c->t_lprobe);
-    kl_ctr_signal(c, SIGTERM);
-    uv_timer_start(&c->t_backoff, on_backoff, (uint64_t)atomic_load(&p->kl->grace_cap_ms), 0);
-out:
+    if (status == 0 && !p->removed && c->run == w->run && c->run)
+        probe_result(c, w->which, w->ok, NULL);
     free(w);
     kl_pod_unref(p);
 }
 
-static void probe_start(kl_ctr *c, bool liveness)
+static void probe_start(kl_ctr *c, int which)
 {
-    bool *busy = liveness ? &c->l_busy : &c->r_busy;
-    if (*busy || !c->run || c->p->removed)
+    bool *busy = probe_busy(c, which);
+    if (*busy || c->p->removed || c->state != CS_RUNNING)
+        return;
+    if (!c->map) {
+        char msg[512] = "";
+        bool ok = sim_probe(c, msg, sizeof(msg));
+        probe_result(c, which, ok, msg);
+        return;
+    }
+    if (!c->run)
         return;
     probe_work *w = calloc(1, sizeof(*w));
     if (!w)
@@ -472,8 +585,8 @@ static void probe_start(kl_ctr *c, bool liveness)
     w->p = c->p;
     w->c = c;
     w->run = c->run;
-    w->liveness = liveness;
-    w->spec = liveness ? c->lprobe : c->rprobe;
+    w->which = which;
+    w->spec = *probe_spec(c, which);
     w->req.data = w;
     kl_pod_ref(c->p);
     if (uv_queue_work(&c->p->kl->loop, &w->req, probe_do, probe_done) != 0) {
@@ -484,12 +597,17 @@ static void probe_start(kl_ctr *c, bool liveness)
     *busy = true;
 }
 
+static void on_sprobe(uv_timer_t *t)
+{
+    probe_start(CTR_OF(t, t_sprobe), PR_STARTUP);
+}
+
 static void on_rprobe(uv_timer_t *t)
 {
-    probe_start(CTR_OF(t, t_rprobe), false);
+    probe_start(CTR_OF(t, t_rprobe), PR_READINESS);
 }
 
 static void on_lprobe(uv_timer_t *t)
 {
-    probe_start(CTR_OF(t, t_lprobe), true);
+    probe_start(CTR_OF(t, t_lprobe), PR_LIVENESS);
 }

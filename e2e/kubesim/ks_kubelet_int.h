@@ -70,13 +70,16 @@ typedef struct kl_ctr {
     json_t *last_term; /* lastState.terminated */
     char cid[80];
     kl_run *run;
-    /* Timers for mapped containers only (timers_on says they were initialized). */
+    /* Timers for mapped containers and containers with probes (timers_on says they were
+     * initialized). */
     bool timers_on;
-    uv_timer_t t_backoff, t_rprobe, t_lprobe;
+    uv_timer_t t_backoff, t_sprobe, t_rprobe, t_lprobe;
     int backoff_ms;
-    ks_probe_spec rprobe, lprobe;
-    int r_ok, r_fail, l_fail;
-    bool r_busy, l_busy;
+    ks_probe_spec sprobe, rprobe, lprobe; /* startup, readiness, liveness */
+    int s_fail, r_ok, r_fail, l_fail;
+    bool s_busy, r_busy, l_busy;
+    bool started;          /* the startup probe passed (or there is none) */
+    uint64_t run_since_ms; /* loop time the current run started (probes' initial delays) */
 } kl_ctr;
 
 enum { ST_PENDING, ST_INIT, ST_RUNNING, ST_DONE, ST_DELETING };
@@ -187,6 +190,8 @@ void kl_ctr_start(kl_ctr *c);
 void kl_ctr_signal(kl_ctr *c, int sig);
 /* Stops probes and back-off timers of c (kept initialized). */
 void kl_ctr_quiesce(kl_ctr *c);
+/* The container (re)started: its probes start over, the startup probe first. */
+void kl_ctr_probes_start(kl_ctr *c);
 void kl_ctr_close_timers(kl_ctr *c);
 
 #endif

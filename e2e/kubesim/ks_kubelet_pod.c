@@ -464,10 +464,16 @@ static bool ctr_init(kl_pod *p, kl_ctr *c, const json_t *spec, bool init, size_t
     if (init)
         snprintf(c->reason, sizeof(c->reason), "PodInitializing");
     c->map = ks_image_map_match(&p->kl->imap, c->image);
-    if (c->map) {
+    if (!init) {
+        ks_probe_parse(json_object_get(spec, "startupProbe"), spec, &c->sprobe);
         ks_probe_parse(json_object_get(spec, "readinessProbe"), spec, &c->rprobe);
         ks_probe_parse(json_object_get(spec, "livenessProbe"), spec, &c->lprobe);
+        /* Startup probes always succeed once: the threshold is 1 by the API's validation. */
+        c->sprobe.success_threshold = 1;
+    }
+    if (c->map || c->sprobe.kind || c->rprobe.kind || c->lprobe.kind) {
         kl_timer_init(p, &c->t_backoff);
+        kl_timer_init(p, &c->t_sprobe);
         kl_timer_init(p, &c->t_rprobe);
         kl_timer_init(p, &c->t_lprobe);
         c->timers_on = true;
@@ -680,6 +686,7 @@ void kl_pod_node_rebooted(struct ks_kubelet *kl, const char *node)
                                      "startedAt", c->started_at, "finishedAt", now);
             c->restarts++;
             snprintf(c->started_at, sizeof(c->started_at), "%s", now);
+            kl_ctr_probes_start(c);
         }
         kl_pod_write(running[i]);
     }

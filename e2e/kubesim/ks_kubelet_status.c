@@ -22,9 +22,9 @@ static const char *restart_policy(const kl_pod *p)
 
 static bool ctr_ready(const kl_pod *p, const kl_ctr *c)
 {
-    if (c->state != CS_RUNNING)
+    if (c->state != CS_RUNNING || !c->started)
         return false;
-    if (c->map && c->rprobe.kind)
+    if (c->timers_on && c->rprobe.kind)
         return c->ready;
     return kl_now(p->kl) >= c->ready_at_ms;
 }
@@ -132,8 +132,8 @@ static json_t *ctr_status(const kl_pod *p, const kl_ctr *c)
         ks_proc_image_id(c->image, image_id, sizeof(image_id));
     bool ready = c->init ? (c->state == CS_TERMINATED && c->exit_code == 0) : ctr_ready(p, c);
     json_t *s = json_pack("{s:s, s:s, s:s, s:b, s:b, s:i}", "name", c->name, "image", c->image,
-                          "imageID", image_id, "ready", ready, "started", c->state == CS_RUNNING,
-                          "restartCount", c->restarts);
+                          "imageID", image_id, "ready", ready, "started",
+                          c->state == CS_RUNNING && c->started, "restartCount", c->restarts);
     json_t *state = json_object();
     if (c->state == CS_RUNNING) {
         json_object_set_new(state, "running", json_pack("{s:s}", "startedAt", c->started_at));

@@ -19,6 +19,7 @@ typedef struct ks_opts {
     bool rbac;               /* authorize ServiceAccount users with RBAC (admin always allowed) */
     int pod_start_ms;        /* kubelet: Pending → Running delay (default 200) */
     int pod_ready_ms;        /* kubelet: Running → Ready delay (default 0) */
+    double probe_scale;      /* kubelet: simulated containers' probe delays, periods ×this */
     int node_heartbeat_s;    /* kubelet: node Lease/Ready heartbeat period (default 10) */
     const char *fleet;       /* YAML fleet file of plain nodes to register, or NULL */
     const char *image_map;   /* YAML: image (repository[:tag] glob) → local program, or NULL */

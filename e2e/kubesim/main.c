@@ -42,6 +42,8 @@ static void usage(FILE *f)
         "  --rbac                 authorize ServiceAccount users with RBAC\n"
         "  --pod-start-ms N       kubelet: Pending -> Running delay (default 200)\n"
         "  --pod-ready-ms N       kubelet: Running -> Ready delay (default 0)\n"
+        "  --probe-scale F        kubelet: simulated containers' probe delays and\n"
+        "                         periods times F (default 1)\n"
         "  --heartbeat-s N        kubelet: node lease renewal period (default 10)\n"
         "  --grace-cap-ms N       kubelet: longest wait before removing a deleted pod "
         "(default 1000)\n"
@@ -93,6 +95,7 @@ static int parse_args(int argc, char **argv, cli *c)
         O_NOCTL,
         O_NOEVENTS,
         O_FAULTS,
+        O_PROBE_SCALE,
     };
     static const struct option longs[] = {
         {"dir", required_argument, NULL, O_DIR},
@@ -104,6 +107,7 @@ static int parse_args(int argc, char **argv, cli *c)
         {"rbac", no_argument, NULL, O_RBAC},
         {"pod-start-ms", required_argument, NULL, O_START},
         {"pod-ready-ms", required_argument, NULL, O_READY},
+        {"probe-scale", required_argument, NULL, O_PROBE_SCALE},
         {"heartbeat-s", required_argument, NULL, O_HB},
         {"grace-cap-ms", required_argument, NULL, O_GRACE},
         {"history", required_argument, NULL, O_HISTORY},
@@ -119,6 +123,7 @@ static int parse_args(int argc, char **argv, cli *c)
                    .http_port = -1,
                    .pod_start_ms = 200,
                    .pod_ready_ms = 0,
+                   .probe_scale = 1.0,
                    .node_heartbeat_s = 10,
                    .history = KS_STORE_DEFAULT_HISTORY};
     c->grace_cap_ms = 1000;
@@ -169,6 +174,14 @@ static int parse_args(int argc, char **argv, cli *c)
                 bad = "--pod-ready-ms expects milliseconds (0-3600000)";
             o->pod_ready_ms = (int)v;
             break;
+        case O_PROBE_SCALE: {
+            char *end = NULL;
+            double f = strtod(optarg, &end);
+            if (!end || *end || end == optarg || !(f >= 0.001 && f <= 100))
+                bad = "--probe-scale expects a factor (0.001-100)";
+            o->probe_scale = f;
+            break;
+        }
         case O_HB:
             if (!parse_int(optarg, 1, 3600, &v))
                 bad = "--heartbeat-s expects seconds (1-3600)";

@@ -30,11 +30,13 @@ const char *ns_operand_name(ns_operand op);
 
 /* Classifies a pod. Validation pods are pods that run to completion (restartPolicy Never or
  * OnFailure) whose app label is nvidia-cuda-validator / nvidia-device-plugin-validator, whose
- * container runs `gpu-validator`, or whose image matches validator_glob (fnmatch; NULL →
- * "*validator*"). Operand DaemonSet pods are known by their app label (NVIDIA's names:
- * nvidia-driver-daemonset, nvidia-container-toolkit-daemonset, nvidia-device-plugin-daemonset,
- * nvidia-device-plugin-mps-control-daemon, gpu-feature-discovery, nvidia-dcgm,
- * nvidia-dcgm-exporter, nvidia-mig-manager, nvidia-operator-validator), else by image name. */
+ * container runs `gpu-validator`, whose image matches validator_glob (fnmatch; NULL →
+ * "*validator*") or is NVIDIA's CUDA vectorAdd sample (images cuda-sample:vectoradd-... and
+ * nvidia/samples:vectoradd-...: users' smoke test). Operand DaemonSet pods are known by their app
+ * label (NVIDIA's names: nvidia-driver-daemonset, nvidia-container-toolkit-daemonset,
+ * nvidia-device-plugin-daemonset, nvidia-device-plugin-mps-control-daemon, gpu-feature-discovery,
+ * nvidia-dcgm, nvidia-dcgm-exporter, nvidia-mig-manager, nvidia-operator-validator), else by image
+ * name. */
 ns_operand ns_operand_of_pod(const json_t *pod, const char *validator_glob);
 
 /* The value of env var `name` in any container of the pod (first found), or an `--name=value`
@@ -67,12 +69,32 @@ typedef struct ns_node_view {
     const ns_faults *faults;
 } ns_node_view;
 
-/* Decides a validation pod's outcome on the node: it succeeds when the GPUs are there, the driver
- * is up, the toolkit is up (every mode but `driver`), the nvidia.com/ resources it requests are
- * allocatable and no GPU has an XID. *log_out (malloc'd) is what the validator prints: the
- * vectorAdd sample's output ending in "Test PASSED", or the reason it failed. Returns true for
- * success. The mode comes from the pod's --mode argument or VALIDATOR_MODE env (default cuda). */
+/* Decides a validation pod's outcome on the node (a CUDA sample pod prints the sample's own
+ * output, ending in "Test PASSED" and "Done", or its allocation error): it succeeds when the GPUs
+ * are there, the driver is up, the toolkit is up (every mode but `driver`), the nvidia.com/
+ * resources it requests are allocatable and no GPU has an XID. *log_out (malloc'd) is what the
+ * validator prints: the vectorAdd sample's output ending in "Test PASSED", or the reason it failed.
+ * Returns true for success. The mode comes from the pod's --mode argument or VALIDATOR_MODE env
+ * (default cuda). */
 bool ns_validation_run(const json_t *pod, const ns_node_view *v, char **log_out);
+
+/* The pod annotation with nodesim's answers to its containers' probes (a JSON object). */
+#define NS_PROBES_ANNOTATION "nodesim.io/probes"
+
+/* What the node's components are doing, as their probes see it. */
+typedef struct ns_probe_view {
+    bool has_gpus;
+    bool driver_up;   /* the kernel modules are loaded and nvidia-smi answers */
+    bool driver_fail; /* the driver-fail fault: modprobe fails */
+    bool toolkit_up;  /* the toolkit installed the runtime hooks */
+} ns_probe_view;
+
+/* nodesim plays the container runtime for probes of simulated containers: the answer of each
+ * container of pod that has a startup, readiness or liveness probe, as an object container name →
+ * "ok" or what the failing probe printed (NVIDIA's operands answer from the component's state:
+ * the driver's once loaded, the toolkit's once installed, the others' once the driver is up;
+ * other pods' probes pass). NULL when no container has a probe. */
+json_t *ns_probe_answers(const json_t *pod, ns_operand op, const ns_probe_view *v);
 
 /* The vectorAdd sample's success output (static). */
 const char *ns_vectoradd_output(void);

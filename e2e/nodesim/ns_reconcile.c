@@ -220,6 +220,45 @@ static const char *toolkit_runtime_error(const json_t *pod, const char *node_run
     return buf;
 }
 
+/* Writes the answers to the probes of the node's pods (nodesim.io/probes, which kubesim's
+ * kubelet reads when it runs a probe of a simulated container) where they changed. */
+static void probe_answers(step *s, const ns_probe_view *v)
+{
+    size_t i;
+    const json_t *p;
+    json_array_foreach(s->pods, i, p)
+    {
+        const char *phase = str_at(p, "status", "phase");
+        if ((phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))) ||
+            json_object_get(json_object_get(p, "metadata"), "deletionTimestamp"))
+            continue;
+        json_t *ans = ns_probe_answers(p, ns_operand_of_pod(p, s->e->o.validator_glob), v);
+        if (!ans)
+            continue;
+        char *text = json_dumps(ans, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(ans);
+        const char *cur = json_string_value(json_object_get(
+            json_object_get(json_object_get(p, "metadata"), "annotations"), NS_PROBES_ANNOTATION));
+        if (!text || (cur && strcmp(cur, text) == 0)) {
+            free(text);
+            continue;
+        }
+        json_t *patch =
+            json_pack("{s:{s:{s:s}}}", "metadata", "annotations", NS_PROBES_ANNOTATION, text);
+        kc_err err;
+        kc_code rc =
+            kc_patch(s->e->api, &KC_RES_PODS, str_at(p, "metadata", "namespace"),
+                     str_at(p, "metadata", "name"), KC_PATCH_MERGE, patch, NULL, NULL, &err);
+        json_decref(patch);
+        if (rc != KC_OK && rc != KC_ENOTFOUND) {
+            kc_warn("cannot write probe answers", "node=%s pod=%s err=\"%s\"", s->n->name,
+                    str_at(p, "metadata", "name"), err.msg);
+            want_again(s, s->now + 500);
+        }
+        free(text);
+    }
+}
+
 /* ---- ConfigMaps ---- */
 
 /* data[key] of ConfigMap ns/name, or NULL (with why). Returns a new reference to the ConfigMap in
@@ -740,6 +779,11 @@ long ns_reconcile_node(ns_engine *e, ns_simnode *n)
     }
     bool toolkit_up = driver_up && !tk_fail &&
                       (g->toolkit == NS_PROV_HOST || up_for(&s, NS_OP_TOOLKIT, e->t.toolkit_ms));
+    ns_probe_view pv = {.has_gpus = has_gpus,
+                        .driver_up = driver_up,
+                        .driver_fail = has_gpus && n->faults.driver_fail,
+                        .toolkit_up = toolkit_up};
+    probe_answers(&s, &pv);
 
     /* The GPUs still on the bus and their MIG state. */
     int n_gpus = 0;

@@ -28,6 +28,10 @@ out=$(k get clusterpolicy)
 assert_contains "printer columns" "STATUS" "$out"
 assert_contains "ready row" "cluster-policy   ready" "$out"
 
+step "the install emitted no Warning Event (the operator's probes, the operands' startup probes)"
+assert_eq "Warning Events" "" "$(k get events -A --field-selector type=Warning \
+    -o jsonpath='{range .items[*]}{.involvedObject.kind}/{.involvedObject.name}: {.reason}: {.message}{"\n"}{end}')"
+
 step "kubectl get pods -n gpu-operator: operands Running and validations Completed per GPU node"
 k get pods -n gpu-operator >"$E2E_DIR/pods.txt"
 for n in p4d-0 p4d-1 t4-0; do

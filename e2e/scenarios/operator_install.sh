@@ -3,6 +3,9 @@
 # a ClusterPolicy using every spec section bring the policy to ready; the CPU node gets nothing;
 # every GPU node shows a Succeeded validation pod per state whose log ends with Test PASSED; the
 # device plugin's capacity is there; a reconcile that finds nothing to change writes nothing.
+# The install emits no Warning Event (the driver pod is Ready only once its startupProbe saw the
+# driver loaded, so no validation runs early), and NVIDIA's documented smoke test (the CUDA
+# vectorAdd sample requesting one GPU) runs to completion.
 source "$(dirname "$0")/../lib.sh"
 source "$E2E_ROOT/lib_gpu.sh"
 source "$E2E_ROOT/lib_operator.sh"
@@ -35,6 +38,33 @@ assert_eq "finalizer" "nvidia.com/gpu-operator" \
     "$(k get clusterpolicy cluster-policy -o jsonpath='{.metadata.finalizers[0]}')"
 assert_eq "gpu nodes in status" "3" "$(k get clusterpolicy cluster-policy -o jsonpath='{.status.nodes.gpu}')"
 assert_eq "ready nodes in status" "3" "$(k get clusterpolicy cluster-policy -o jsonpath='{.status.nodes.ready}')"
+
+warning_events() {
+    k get events -A --field-selector type=Warning \
+        -o jsonpath='{range .items[*]}{.involvedObject.kind}/{.involvedObject.name}: {.reason}: {.message}{"\n"}{end}'
+}
+step "a clean install emits no Warning Event"
+assert_eq "Warning Events" "" "$(warning_events)"
+
+step "a CUDA workload requesting a GPU runs to completion (the CUDA vectorAdd sample)"
+k apply -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata: {name: cuda-vectoradd, namespace: default}
+spec:
+  restartPolicy: OnFailure
+  containers:
+    - name: cuda-vectoradd
+      image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0
+      resources: {limits: {nvidia.com/gpu: 1}}
+YAML
+until_eq "cuda-vectoradd" "Succeeded" 60 k get pod -n default cuda-vectoradd -o jsonpath='{.status.phase}'
+log=$(k logs -n default cuda-vectoradd)
+assert_eq "first line" "[Vector addition of 50000 elements]" "$(head -n1 <<<"$log")"
+assert_contains "sample output" "Test PASSED" "$log"
+assert_eq "last line" "Done" "$(tail -n1 <<<"$log")"
+assert_contains "on a GPU node" "$(k get pod -n default cuda-vectoradd -o jsonpath='{.spec.nodeName}')" "p4d-0 p4d-1 t4-0"
+assert_eq "still no Warning Event" "" "$(warning_events)"
 
 step "the CPU node gets no operand and no GPU label"
 assert_eq "cpu labels" "" "$(k get node cpu-0 -o json | python3 -c 'import json,sys; print(" ".join(k for k in json.load(sys.stdin)["metadata"]["labels"] if k.startswith("nvidia.com/")))')"

@@ -667,21 +667,30 @@ static void health_handler(ts_server *srv, const ts_request *req, ts_conn *conn,
     ts_respond(conn, strcmp(req->path, "/healthz") == 0 ? code : 404, "text/plain", "ok", NULL);
 }
 
+/* Creates pod p on n1: a local process sleeping a minute, with `fields` (more container fields,
+ * a printf format given the health server's port). */
+static void create_sleeper(const char *fields, int port)
+{
+    char more[512], buf[1024];
+    snprintf(more, sizeof(more), fields, port);
+    snprintf(buf, sizeof(buf),
+             "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\",\"containers\":[{"
+             "\"name\":\"c\",\"image\":\"local/sh\",\"command\":[\"sh\",\"-c\",\"exec sleep "
+             "60\"],%s}]}}",
+             more);
+    create("pods", buf);
+}
+
 Test(kubelet, readiness_probe_drives_ready)
 {
     ts_server *srv = ts_start(health_handler, NULL, NULL);
     cr_assert_not_null(srv);
     start(0, 0);
     add_node(NODE_N1);
-    char buf[1024];
-    snprintf(buf, sizeof(buf),
-             "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\",\"containers\":[{"
-             "\"name\":\"c\",\"image\":\"local/sh\",\"command\":[\"sh\",\"-c\",\"exec sleep "
-             "60\"],\"ports\":[{\"name\":\"health\",\"containerPort\":%d}],\"readinessProbe\":{"
-             "\"httpGet\":{\"path\":\"/healthz\",\"port\":\"health\"},\"periodSeconds\":1,"
-             "\"failureThreshold\":1}}]}}",
-             ts_port(srv));
-    create("pods", buf);
+    create_sleeper("\"ports\":[{\"name\":\"health\",\"containerPort\":%d}],\"readinessProbe\":{"
+                   "\"httpGet\":{\"path\":\"/healthz\",\"port\":\"health\"},\"periodSeconds\":1,"
+                   "\"failureThreshold\":1}",
+                   ts_port(srv));
     json_decref(wait_pod("p", is_ready, "True", "Ready from the probe"));
     atomic_store(&health, 503);
     json_t *p = wait_pod("p", is_ready, "False", "unready after the probe fails");
@@ -697,14 +706,9 @@ Test(kubelet, liveness_failures_restart_the_container)
     cr_assert_not_null(srv);
     start(0, 0);
     add_node(NODE_N1);
-    char buf[1024];
-    snprintf(buf, sizeof(buf),
-             "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\",\"containers\":[{"
-             "\"name\":\"c\",\"image\":\"local/sh\",\"command\":[\"sh\",\"-c\",\"exec sleep "
-             "60\"],\"livenessProbe\":{\"httpGet\":{\"path\":\"/dead\",\"port\":%d},"
-             "\"periodSeconds\":1,\"failureThreshold\":2}}]}}",
-             ts_port(srv));
-    create("pods", buf);
+    create_sleeper("\"livenessProbe\":{\"httpGet\":{\"path\":\"/dead\",\"port\":%d},"
+                   "\"periodSeconds\":1,\"failureThreshold\":2}",
+                   ts_port(srv));
     int one = 1;
     json_t *p = wait_pod("p", restarted, &one, "a restart after failed liveness probes");
     /* SIGTERM from the kubelet: 128 + 15 (137 would mean the grace period ran out and the
@@ -719,6 +723,146 @@ Test(kubelet, liveness_failures_restart_the_container)
     cr_assert_eq(code, 143, "exit code %lld, expected 143 (SIGTERM); lastState %s", (long long)code,
                  last);
     json_decref(p);
+    ks_kubelet_stop(S);
+    ts_stop(srv);
+}
+
+static kc_code set_probe_answer(void *ud, json_t *obj, kc_err *err)
+{
+    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", "nodesim.io/probes", ud);
+    json_object_update_recursive(obj, patch);
+    json_decref(patch);
+    return KC_OK;
+}
+
+static void answer_probes(const char *pod, const char *answer)
+{
+    kc_err e = {0};
+    cr_assert_eq(ks_mutate(S->store, T_PODS, "default", pod, KS_WRITE_MAIN, set_probe_answer,
+                           (void *)answer, NULL, &e),
+                 KC_OK, "%s", e.msg);
+}
+
+/* The Warning events of pod, "reason: message" joined by newlines (caller frees). */
+static char *warnings_of(const char *pod)
+{
+    const ks_rtype *et = ks_store_type(S->store, "", "v1", "events");
+    json_t *items = NULL;
+    cr_assert_eq(ks_list(S->store, et, "default", NULL, &items, NULL, NULL, NULL), KC_OK);
+    size_t cap = 1, len = 0, i;
+    char *out = calloc(1, cap);
+    json_t *ev;
+    json_array_foreach(items, i, ev)
+    {
+        if (strcmp(jstr(ev, "involvedObject.name"), pod) || strcmp(jstr(ev, "type"), "Warning"))
+            continue;
+        char line[1024];
+        int n = snprintf(line, sizeof(line), "%s: %s\n", jstr(ev, "reason"), jstr(ev, "message"));
+        out = realloc(out, cap += (size_t)n);
+        memcpy(out + len, line, (size_t)n + 1);
+        len += (size_t)n;
+    }
+    json_decref(items);
+    return out;
+}
+
+#define NODE_NODESIM                                                                               \
+    "{\"metadata\":{\"name\":\"g1\",\"annotations\":{\"kubesim.io/managed-by\":\"nodesim\"}},"     \
+    "\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}"
+
+Test(kubelet, startup_probe_of_a_simulated_container_waits_for_nodesims_answer)
+{
+    S->opts.probe_scale = 0.01; /* 60 s → 0.6 s, 10 s → 0.1 s */
+    start(0, 0);
+    add_node(NODE_NODESIM);
+    create("pods",
+           "{\"metadata\":{\"name\":\"drv\"},\"spec\":{\"nodeName\":\"g1\",\"containers\":[{"
+           "\"name\":\"nvidia-driver-ctr\",\"image\":\"nvcr.io/nvidia/driver:1\","
+           "\"startupProbe\":{\"exec\":{\"command\":[\"nvidia-smi\"]},"
+           "\"initialDelaySeconds\":60,\"periodSeconds\":10,\"failureThreshold\":120}}]}}");
+    json_decref(wait_pod("drv", phase_is, "Running", "phase Running"));
+    usleep(1000 * 1000);
+    json_t *p = get_pod("drv");
+    cr_assert_str_eq(cond(p, "Ready"), "False");
+    cr_assert(json_is_false(jpath(p, "status.containerStatuses.0.started")));
+    json_decref(p);
+    char *w = warnings_of("drv");
+    cr_assert_not_null(strstr(w, "Unhealthy: Startup probe failed: no answer from the container"),
+                       "%s", w);
+    free(w);
+    answer_probes("drv", "{\"nvidia-driver-ctr\":\"NVIDIA kernel module not loaded\"}");
+    usleep(300 * 1000);
+    w = warnings_of("drv");
+    cr_assert_not_null(strstr(w, "Startup probe failed: NVIDIA kernel module not loaded"), "%s", w);
+    free(w);
+    cr_assert_str_eq(cond(p = get_pod("drv"), "Ready"), "False");
+    json_decref(p);
+    answer_probes("drv", "{\"nvidia-driver-ctr\":\"ok\"}");
+    p = wait_pod("drv", is_ready, "True", "Ready once nodesim answers ok");
+    cr_assert(json_is_true(jpath(p, "status.containerStatuses.0.started")));
+    cr_assert_eq(json_integer_value(jpath(p, "status.containerStatuses.0.restartCount")), 0);
+    json_decref(p);
+}
+
+Test(kubelet, simulated_liveness_and_readiness_follow_nodesims_answer)
+{
+    S->opts.probe_scale = 0.01;
+    start(0, 0);
+    add_node(NODE_NODESIM);
+    create("pods", "{\"metadata\":{\"name\":\"d\",\"annotations\":{\"nodesim.io/probes\":"
+                   "\"{\\\"c\\\":\\\"ok\\\"}\"}},\"spec\":{\"nodeName\":\"g1\",\"containers\":[{"
+                   "\"name\":\"c\",\"image\":\"nvcr.io/nvidia/cloud-native/dcgm:4\","
+                   "\"readinessProbe\":{\"tcpSocket\":{\"port\":5555},\"periodSeconds\":10},"
+                   "\"livenessProbe\":{\"tcpSocket\":{\"port\":5555},\"periodSeconds\":10,"
+                   "\"failureThreshold\":3}}]}}");
+    json_decref(wait_pod("d", is_ready, "True", "Ready from the readiness probe"));
+    answer_probes("d", "{\"c\":\"connection refused\"}");
+    json_decref(wait_pod("d", is_ready, "False", "unready after 3 failed readiness probes"));
+    int one = 1;
+    json_t *p = wait_pod("d", restarted, &one, "a restart after 3 failed liveness probes");
+    cr_assert_eq(
+        json_integer_value(jpath(p, "status.containerStatuses.0.lastState.terminated.exitCode")),
+        137);
+    json_decref(p);
+    char *w = warnings_of("d");
+    cr_assert_not_null(strstr(w, "Liveness probe failed: connection refused"), "%s", w);
+    cr_assert_not_null(strstr(w, "Readiness probe failed: connection refused"), "%s", w);
+    free(w);
+}
+
+Test(kubelet, simulated_probes_pass_on_a_plain_node_after_the_initial_delay)
+{
+    S->opts.probe_scale = 0.01;
+    start(0, 0);
+    add_node(NODE_N1);
+    create("pods", "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\",\"containers\":[{"
+                   "\"name\":\"c\",\"image\":\"nginx:1\",\"startupProbe\":{\"exec\":{\"command\":"
+                   "[\"true\"]},\"initialDelaySeconds\":50,\"periodSeconds\":10}}]}}");
+    long long t0 = now_ms();
+    json_decref(wait_pod("p", is_ready, "True", "Ready after the startup probe"));
+    cr_assert_geq(now_ms() - t0, 450, "Ready before the startup probe's initial delay");
+    char *w = warnings_of("p");
+    cr_assert_str_eq(w, "");
+    free(w);
+}
+
+Test(kubelet, startup_probe_gates_a_local_process)
+{
+    ts_server *srv = ts_start(health_handler, NULL, NULL);
+    cr_assert_not_null(srv);
+    atomic_store(&health, 503);
+    start(0, 0);
+    add_node(NODE_N1);
+    create_sleeper("\"startupProbe\":{\"httpGet\":{\"path\":\"/healthz\",\"port\":%d},"
+                   "\"periodSeconds\":1,\"failureThreshold\":30}",
+                   ts_port(srv));
+    json_decref(wait_pod("p", phase_is, "Running", "phase Running"));
+    usleep(1500 * 1000);
+    json_t *p = get_pod("p");
+    cr_assert_str_eq(cond(p, "Ready"), "False");
+    json_decref(p);
+    atomic_store(&health, 200);
+    json_decref(wait_pod("p", is_ready, "True", "Ready once the startup probe passes"));
     ks_kubelet_stop(S);
     ts_stop(srv);
 }

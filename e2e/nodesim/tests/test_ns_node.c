@@ -177,6 +177,29 @@ Test(operand, classification)
     json_decref(p);
 }
 
+/* A node of 8 A100s with its driver and toolkit up. */
+static ns_node_view a100_node(const json_t *alloc, const ns_faults *f)
+{
+    return (ns_node_view){.node = "n",
+                          .model = ns_gpu_find("A100-SXM4-40GB"),
+                          .n_gpus = 8,
+                          .driver_up = true,
+                          .toolkit_up = true,
+                          .driver_version = "550.90.07",
+                          .cuda_version = "12.4",
+                          .allocatable = alloc,
+                          .faults = f};
+}
+
+/* The validation fails on v, its output naming needle. */
+static void expect_failure(const json_t *pod_, const ns_node_view *v, const char *needle)
+{
+    char *log = NULL;
+    cr_assert_not(ns_validation_run(pod_, v, &log));
+    cr_assert(strstr(log, needle), "%s", log);
+    free(log);
+}
+
 Test(operand, validation_outcomes)
 {
     json_t *p = pod("spec: {restartPolicy: Never, containers: [{name: c, image: v, args: "
@@ -184,20 +207,32 @@ Test(operand, validation_outcomes)
     json_t *alloc = json_pack("{s:s}", "nvidia.com/gpu", "8");
     ns_faults f;
     ns_fault_parse(NULL, 8, &f, NULL);
-    ns_node_view v = {.node = "n",
-                      .model = ns_gpu_find("A100-SXM4-40GB"),
-                      .n_gpus = 8,
-                      .driver_up = true,
-                      .toolkit_up = true,
-                      .driver_version = "550.90.07",
-                      .cuda_version = "12.4",
-                      .allocatable = alloc,
-                      .faults = &f};
+    ns_node_view v = a100_node(alloc, &f);
     char *log = NULL;
     cr_assert(ns_validation_run(p, &v, &log));
     cr_assert(strstr(log, "Test PASSED"), "%s", log);
     cr_assert(strstr(log, "196 blocks of 256 threads"));
     free(log);
+    /* NVIDIA's CUDA sample, users' smoke test: the sample's own output, or its error. */
+    json_t *sample = pod("spec: {restartPolicy: OnFailure, containers: [{name: cuda-vectoradd, "
+                         "image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0, resources: "
+                         "{limits: {nvidia.com/gpu: 1}}}]}\n");
+    cr_assert_eq(ns_operand_of_pod(sample, "*other*"), NS_OP_VALIDATION, "not by the glob");
+    cr_assert(ns_validation_run(sample, &v, &log));
+    cr_assert_str_eq(log, "[Vector addition of 50000 elements]\n"
+                          "Copy input data from the host memory to the CUDA device\n"
+                          "CUDA kernel launch with 196 blocks of 256 threads\n"
+                          "Copy output data from the CUDA device to the host memory\n"
+                          "Test PASSED\nDone\n");
+    free(log);
+    v.toolkit_up = false;
+    expect_failure(sample, &v, "Failed to allocate device vector A");
+    v.toolkit_up = true;
+    json_decref(sample);
+    sample = pod("spec: {restartPolicy: Always, containers: [{name: c, image: "
+                 "nvidia/samples:vectoradd-cuda11.2.1}]}\n");
+    cr_assert_eq(ns_operand_of_pod(sample, NULL), NS_OP_NONE, "a restarting pod is no test run");
+    json_decref(sample);
     ns_fault_parse("xid:gpu=2:code=48", 8, &f, NULL);
     cr_assert_not(ns_validation_run(p, &v, &log));
     cr_assert(strstr(log, "Xid 48 on GPU 2"), "%s", log);
@@ -205,18 +240,12 @@ Test(operand, validation_outcomes)
     free(log);
     ns_fault_parse(NULL, 8, &f, NULL);
     v.toolkit_up = false;
-    cr_assert_not(ns_validation_run(p, &v, &log));
-    cr_assert(strstr(log, "container toolkit is not ready"), "%s", log);
-    free(log);
+    expect_failure(p, &v, "container toolkit is not ready");
     v.toolkit_up = true;
     json_object_set_new(alloc, "nvidia.com/gpu", json_string("0"));
-    cr_assert_not(ns_validation_run(p, &v, &log));
-    cr_assert(strstr(log, "nvidia.com/gpu: 1 requested, 0 allocatable"), "%s", log);
-    free(log);
+    expect_failure(p, &v, "nvidia.com/gpu: 1 requested, 0 allocatable");
     v.driver_up = false;
-    cr_assert_not(ns_validation_run(p, &v, &log));
-    cr_assert(strstr(log, "no NVIDIA driver"), "%s", log);
-    free(log);
+    expect_failure(p, &v, "no NVIDIA driver");
     json_decref(alloc);
     json_decref(p);
 }
@@ -229,4 +258,42 @@ Test(operand, runtime_name)
     cr_assert_str_eq(ns_runtime_name("cri-o://1.29.1"), "crio");
     cr_assert_null(ns_runtime_name("containerd"));
     cr_assert_null(ns_runtime_name(NULL));
+}
+
+/* Whether nodesim's answer to the driver container's probe, for the pod as operand op, holds
+ * needle ("ok": is exactly ok). */
+static bool driver_answer(const json_t *pod_, ns_operand op, const ns_probe_view *v,
+                          const char *needle)
+{
+    json_t *a = ns_probe_answers(pod_, op, v);
+    const char *s = json_string_value(json_object_get(a, "nvidia-driver-ctr"));
+    bool ok = s && (strcmp(needle, "ok") ? strstr(s, needle) != NULL : !strcmp(s, "ok"));
+    json_decref(a);
+    return ok;
+}
+
+Test(operand, probe_answers_follow_the_components_state)
+{
+    json_t *drv = pod("metadata: {labels: {app: nvidia-driver-daemonset}}\n"
+                      "spec: {containers: [{name: nvidia-driver-ctr, image: x, startupProbe: "
+                      "{exec: {command: [nvidia-smi]}}}, {name: side, image: x}]}\n");
+    ns_probe_view v = {.has_gpus = true};
+    json_t *a = ns_probe_answers(drv, NS_OP_DRIVER, &v);
+    cr_assert_eq(json_object_size(a), 1, "only containers with probes");
+    json_decref(a);
+    cr_assert(driver_answer(drv, NS_OP_DRIVER, &v, "not loaded"));
+    v.driver_up = true;
+    cr_assert(driver_answer(drv, NS_OP_DRIVER, &v, "ok"));
+    v.driver_fail = true;
+    cr_assert(driver_answer(drv, NS_OP_DRIVER, &v, "modprobe"));
+    v.driver_fail = false;
+    cr_assert(driver_answer(drv, NS_OP_TOOLKIT, &v, "toolkit"), "waits for the toolkit's install");
+    v.toolkit_up = true;
+    cr_assert(driver_answer(drv, NS_OP_TOOLKIT, &v, "ok"));
+    v.driver_up = false;
+    cr_assert(driver_answer(drv, NS_OP_NONE, &v, "ok"), "no NVIDIA component: nothing to wait for");
+    json_decref(drv);
+    json_t *plain = pod("spec: {containers: [{name: c, image: x}]}\n");
+    cr_assert_null(ns_probe_answers(plain, NS_OP_DRIVER, &v), "no probes, no answers");
+    json_decref(plain);
 }
