@@ -59,6 +59,10 @@ for where, labels in (("Deployment", dep.get("metadata", {}).get("labels", {})),
 env = {e["name"]: e.get("value") for e in c.get("env", [])}
 if env.get("KC_LOG_LEVEL") != "info":
     bad.append("operator.logging.level info: KC_LOG_LEVEL %r" % env.get("KC_LOG_LEVEL"))
+# NVIDIA's develMode false is zap's production encoder (JSON); timeEncoding epoch.
+if env.get("KC_LOG_FORMAT") != "json" or env.get("KC_LOG_TIME") != "epoch":
+    bad.append("operator.logging develMode=false, timeEncoding=epoch: KC_LOG_FORMAT %r, KC_LOG_TIME %r"
+               % (env.get("KC_LOG_FORMAT"), env.get("KC_LOG_TIME")))
 print("\n".join(bad))
 sys.exit(1 if bad else 0)
 PY
@@ -74,7 +78,7 @@ done
 step "operator.logging, operator.env, clusterPolicy.deployCR"
 h template x "$chart" -f "$values/v26.7.yaml" --set operator.logging.develMode=true \
     --set 'operator.env[0].name=HTTPS_PROXY' --set 'operator.env[0].value=http://proxy:3128' >"$E2E_DIR/env.yaml"
-assert_eq "develMode and env" "KC_LOG_LEVEL=debug HTTPS_PROXY=http://proxy:3128" "$(python3 -c '
+assert_eq "develMode and env" "KC_LOG_LEVEL=debug KC_LOG_FORMAT=text KC_LOG_TIME=epoch HTTPS_PROXY=http://proxy:3128" "$(python3 -c '
 import sys, yaml
 d = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"][0]
 print(" ".join("%s=%s" % (e["name"], e["value"]) for e in d["spec"]["template"]["spec"]["containers"][0]["env"] if "value" in e))' "$E2E_DIR/env.yaml")"
