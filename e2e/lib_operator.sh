@@ -30,6 +30,19 @@ for c in json.load(sys.stdin).get("clients", {}).values():
 print(n)' "$1" "${2:-}"
 }
 
+# metric NAME: the value of the sample NAME (with its labels as rendered) on /metrics; empty
+# when absent.
+metric() {
+    curl -sf "http://127.0.0.1:$METRICS_PORT/metrics" | awk -v n="$1" '$1 == n {print $2}'
+}
+# metrics_parse [FAMILY:TYPE[:LABELS]]...: parses the whole of /metrics with prometheus_client's
+# parser (e2e/promcheck.py) and checks each family named.
+metrics_parse() {
+    local py=python3
+    "$py" -c 'import prometheus_client' 2>/dev/null || py=/usr/bin/python3
+    curl -sf "http://127.0.0.1:$METRICS_PORT/metrics" | "$py" "$E2E_ROOT/promcheck.py" "$@"
+}
+
 # operator_start [args...]: starts the operator (metrics on $METRICS_PORT); stops it on exit.
 operator_start() {
     METRICS_PORT=$(free_port)

@@ -6,8 +6,9 @@ PKGS=(
   libcurl4-openssl-dev libjansson-dev libyaml-dev libssl-dev libuv1-dev
   libcriterion-dev libmicrohttpd-dev
   clang libclang-rt-14-dev clang-format valgrind openssl
-  # --- e2e scripts (free ports, RBAC usage, the conformance lane's pod runner and fleets)
-  python3 python3-yaml iproute2
+  # --- e2e scripts (free ports, RBAC usage, the conformance lane's pod runner and fleets, the
+  # /metrics text checked with Prometheus' own parser)
+  python3 python3-yaml python3-prometheus-client iproute2
   # --- end e2e scripts
   # --- bench/run: plots of the operator benchmark
   gnuplot-nox

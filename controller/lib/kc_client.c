@@ -238,6 +238,8 @@ kc_code kc_client_new(const kc_config *cfg, const kc_client_opts *opts, kc_clien
         return kc_err_set(err, KC_ENOMEM, "out of memory creating the client");
     bool ok = true;
     c->server = kc__dup_opt(cfg->server, &ok);
+    c->metric_host = cfg->server ? kc__url_host(cfg->server) : NULL;
+    ok = ok && (c->metric_host || !cfg->server);
     c->ca_pem = dup_pem(cfg->ca_pem, cfg->ca_pem_len, &c->ca_pem_len, &ok);
     c->insecure = cfg->insecure_skip_tls_verify;
     c->no_gzip = cfg->disable_compression;
@@ -318,6 +320,8 @@ void kc_client_free(kc_client *c)
 {
     if (!c)
         return;
+    if (c->reg)
+        kc_metrics_remove_hook(c->reg, kc__sample_results, c);
     kc__stream_detach(c);
     for (int i = 0; i < c->npool; i++)
         curl_easy_cleanup(c->pool[i]);
@@ -348,6 +352,7 @@ void kc_client_free(kc_client *c)
     free(c->source);
     free(c->user_agent);
     free(c->tok_cache);
+    free(c->metric_host);
     free(c);
 }
 

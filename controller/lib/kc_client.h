@@ -9,6 +9,7 @@
 
 #include "kc_config.h"
 #include "kc_error.h"
+#include "kc_metrics.h"
 
 typedef struct kc_client kc_client;
 
@@ -189,5 +190,24 @@ typedef struct kc_client_stats {
     unsigned long throttled_ms; /* total time spent waiting on the rate limiter */
 } kc_client_stats;
 void kc_client_get_stats(kc_client *c, kc_client_stats *out);
+
+/* Requests by answer and method, as client-go's rest_client_requests_total counts them: each
+ * HTTP request sent (blocking, pipelined, a stream), retries included, once its answer's headers
+ * came, or when its transfer failed without an answer. */
+typedef struct kc_client_result {
+    int code;           /* the HTTP status; 0 no answer (client-go's "<error>"); -1 other */
+    const char *method; /* "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "other" */
+    unsigned long long count;
+} kc_client_result;
+/* Fills out[0..max) with the rows counted so far (any order) and returns how many. The table is
+ * fixed (48 status and method pairs; what does not fit is one row with code -1): counting
+ * allocates nothing. */
+size_t kc_client_results(kc_client *c, kc_client_result *out, size_t max);
+/* The server's host[:port], client-go's host label ("none" without one). */
+const char *kc_client_host(kc_client *c);
+/* Registers rest_client_requests_total{code,host,method} (client-go's name, help and labels;
+ * code "<error>" for a request without an answer) in r, filled from kc_client_results when r
+ * renders. Once per registry and client; r must outlive c (kc_client_free removes the hook). */
+kc_code kc_client_register_metrics(kc_client *c, kc_registry *r, kc_err *err);
 
 #endif

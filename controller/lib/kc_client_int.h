@@ -69,6 +69,8 @@ struct kc_xfer {
     int retry_after_s; /* Retry-After, 0 when absent */
     char *content_type;
     kc_xerr xerr;
+    unsigned char method;   /* kc__method_index of the request's method */
+    bool counted;           /* in rest_client_requests_total already */
     unsigned long cred_gen; /* the exec credential generation the request carries */
     char detail[CURL_ERROR_SIZE + 64];
     char errbuf[CURL_ERROR_SIZE];
@@ -95,6 +97,21 @@ struct kc_loopctx {
  * not waiting for a multiplexed connection (libcurl would hold it until some transfer ends).
  * Not CURLE_OK: it could not be put back (it is out of the multi handle; end it with that). */
 CURLcode kc__xfer_unwait(CURLM *multi, kc_xfer *x);
+
+/* rest_client_requests_total's table (kc_client_metrics.c): a slot per (status, method) seen. */
+#define KC_METHODS      8
+#define KC_RESULT_SLOTS 48
+typedef struct kc_result_slot {
+    atomic_uint key; /* 0 free, else 1 + status × KC_METHODS + method */
+    atomic_ullong count;
+} kc_result_slot;
+unsigned char kc__method_index(const char *method);
+/* Counts x's request once: its HTTP status, or a transport failure when it has none. */
+void kc__count_result(kc_client *c, kc_xfer *x);
+/* The host[:port] of a URL (client-go's host label), malloc'd; NULL when out of memory. */
+char *kc__url_host(const char *url);
+/* The registry hook kc_client_register_metrics adds (ud: the client). */
+void kc__sample_results(kc_registry *r, void *ud);
 
 struct kc_client {
     /* Our own copy of the configuration fields the client needs. */
@@ -156,6 +173,13 @@ struct kc_client {
     kc_client_stats stats;
 
     kc_loopctx *lc; /* streaming state, NULL until kc_client_attach_loop */
+
+    /* rest_client_requests_total (kc_client_metrics.c) */
+    kc_result_slot results[KC_RESULT_SLOTS];
+    atomic_ullong results_dropped; /* the table was full */
+    char *metric_host;             /* the server's host[:port] */
+    kc_registry *reg;              /* where kc_client_register_metrics put them, or NULL */
+    kc_metric *m_requests;
 };
 
 /* Prepares x for req on a new easy handle (or h when non-NULL, which x then owns): URL, method,

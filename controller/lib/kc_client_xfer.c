@@ -77,12 +77,21 @@ void kc__note_proto(kc_xfer *x)
         atomic_store(&x->c->proto, proto);
 }
 
-/* The end of a response's headers (the empty line) tells which protocol the server speaks. */
+/* The end of a response's headers (the empty line) tells which protocol the server speaks, and
+ * the request is counted then, as client-go counts it once the response's headers are in (a
+ * watch too, however long it streams). */
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
     size_t len = size * n;
-    if (len <= 2 && (len == 0 || p[0] == '\r' || p[0] == '\n'))
-        kc__note_proto(ud);
+    if (len <= 2 && (len == 0 || p[0] == '\r' || p[0] == '\n')) {
+        kc_xfer *x = ud;
+        kc__note_proto(x);
+        long code = 0;
+        if (curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code >= 200) {
+            x->status = (int)code; /* a final answer, not 100 Continue */
+            kc__count_result(x->c, x);
+        }
+    }
     return len;
 }
 
@@ -265,6 +274,7 @@ kc_code kc__xfer_init(kc_xfer *x, kc_client *c, CURL *h, const kc_request *req, 
     memset(x, 0, sizeof(*x));
     x->c = c;
     x->h = h;
+    x->method = kc__method_index(req->method);
     x->on_body = on_body;
     x->ud = ud;
     const char *accept = req->accept ? req->accept : "application/json";
@@ -393,6 +403,7 @@ void kc__xfer_finish(kc_xfer *x, CURLcode rc)
     if (!x->content_type && curl_easy_getinfo(x->h, CURLINFO_CONTENT_TYPE, &ct) == CURLE_OK && ct)
         x->content_type = strdup(ct); /* NULL on OOM: the type is informational */
     x->xerr = classify(rc);
+    kc__count_result(x->c, x); /* when no headers came: "<error>" */
     if (rc != CURLE_OK)
         snprintf(x->detail, sizeof(x->detail), "%s%s (%s, %zu body bytes received)",
                  x->xerr == KC_X_PARTIAL ? "the response ended early: " : "",

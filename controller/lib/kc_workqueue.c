@@ -8,9 +8,7 @@
 #include <time.h>
 
 #include "kc_map.h"
-
-/* Value stored in the maps used as sets. */
-#define PRESENT ((void *)(uintptr_t)1)
+#include "kc_metrics.h"
 
 typedef struct delayed {
     char *key; /* owned */
@@ -28,8 +26,11 @@ struct kc_workqueue {
     /* FIFO of queued keys (ring buffer of owned strings). */
     char **ring;
     size_t head, count, cap;
-    kc_map *dirty;      /* keys that need processing: queued, or re-added while processing */
-    kc_map *processing; /* keys handed out and not yet done */
+    /* Both map a key to a CLOCK_MONOTONIC time in ns (never 0), what client-go's metrics keep in
+     * addTimes and processingStartTimes: */
+    kc_map *dirty;      /* keys that need processing (queued, or re-added while processing) →
+                         * when they were added */
+    kc_map *processing; /* keys handed out and not yet done → when they were handed out */
 
     /* Min-heap of delayed adds by deadline; waiting maps a key to its heap index + 1. */
     delayed *heap;
@@ -42,6 +43,13 @@ struct kc_workqueue {
     double tokens;
     uint64_t refilled_ns;
     kc_workqueue_opts o;
+
+    /* client-go's work-queue metrics (kc_workqueue_register_metrics): running totals kept here,
+     * under mu, and mirrored into the registry when it renders; the histograms are observed
+     * after mu is released. */
+    unsigned long long adds, retries;
+    kc_registry *reg;
+    kc_series *m_depth, *m_adds, *m_latency, *m_work, *m_retries, *m_unfinished, *m_longest;
 };
 
 static uint64_t now_ns(void)
@@ -99,12 +107,26 @@ static char *ring_pop(kc_workqueue *q)
     return k;
 }
 
+/* A map value for the time now (monotonic ns are never 0 after boot; 1 stands in if they were). */
+static void *stamp(void)
+{
+    uint64_t t = now_ns();
+    return (void *)(uintptr_t)(t ? t : 1);
+}
+
+static double since_s(void *stamped, uint64_t now)
+{
+    uint64_t t = (uint64_t)(uintptr_t)stamped;
+    return now > t ? (double)(now - t) / 1e9 : 0;
+}
+
 static kc_code add_locked(kc_workqueue *q, const char *key, wakeups *w)
 {
     if (kc_map_get(q->dirty, key))
         return KC_OK;
-    if (kc_map_put(q->dirty, key, PRESENT, NULL) != KC_OK)
+    if (kc_map_put(q->dirty, key, stamp(), NULL) != KC_OK)
         return KC_ENOMEM;
+    q->adds++;
     /* A key being processed is requeued by done, never handed to a second worker. */
     if (kc_map_get(q->processing, key))
         return KC_OK;
@@ -243,6 +265,103 @@ static void *delay_main(void *arg)
 
 /* ---- public API ---- */
 
+/* ---- metrics ---- */
+
+/* Registry hook: mirrors the totals and samples what is cheaper to sample than to track (the
+ * depth, and the age of the keys being processed, as client-go's updateUnfinishedWork does). */
+static void sample_metrics(kc_registry *r, void *ud)
+{
+    (void)r;
+    kc_workqueue *q = ud;
+    pthread_mutex_lock(&q->mu);
+    uint64_t now = now_ns();
+    double total = 0, oldest = 0;
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (kc_map_next(q->processing, &pos, &k, &v)) {
+        double age = since_s(v, now);
+        total += age;
+        if (age > oldest)
+            oldest = age;
+    }
+    double depth = (double)kc_map_size(q->dirty);
+    unsigned long long adds = q->adds, retries = q->retries;
+    pthread_mutex_unlock(&q->mu);
+    kc_gauge_set(q->m_depth, depth);
+    kc_counter_set(q->m_adds, (double)adds);
+    kc_counter_set(q->m_retries, (double)retries);
+    kc_gauge_set(q->m_unfinished, total);
+    kc_gauge_set(q->m_longest, oldest);
+}
+
+kc_code kc_workqueue_register_metrics(kc_workqueue *q, kc_registry *r, const char *name,
+                                      kc_err *err)
+{
+    kc_err_clear(err);
+    if (!q || !r || !name || !*name)
+        return kc_err_set(err, KC_EARG, "work-queue metrics: a queue, a registry and a name");
+    if (q->reg)
+        return kc_err_set(err, KC_EARG, "work-queue metrics: already registered");
+    /* controller-runtime's families: both labels carry the queue's name; depth also has the
+     * priority, empty for a queue without priorities. Labels in client_golang's (sorted) order. */
+    static const char *const labels[] = {"controller", "name", NULL};
+    static const char *const depth_labels[] = {"controller", "name", "priority", NULL};
+    const char *const values[] = {name, name, NULL};
+    const char *const depth_values[] = {name, name, "", NULL};
+    double b[12]; /* client-go's ExponentialBuckets(10e-9, 10, 12): 10 ns to 1000 s */
+    kc_metric *depth, *adds, *latency, *work, *unfinished, *longest, *retries;
+    kc_code rc;
+    if ((rc = kc_metrics_exp_buckets(10e-9, 10, 12, b, err)) != KC_OK ||
+        (rc = kc_metrics_gauge(r, "workqueue_depth",
+                               "Current depth of workqueue by workqueue and priority", depth_labels,
+                               &depth, err)) != KC_OK ||
+        (rc = kc_metrics_counter(r, "workqueue_adds_total",
+                                 "Total number of adds handled by workqueue", labels, &adds,
+                                 err)) != KC_OK ||
+        (rc = kc_metrics_histogram(r, "workqueue_queue_duration_seconds",
+                                   "How long in seconds an item stays in workqueue before being "
+                                   "requested",
+                                   labels, b, 12, &latency, err)) != KC_OK ||
+        (rc = kc_metrics_histogram(r, "workqueue_work_duration_seconds",
+                                   "How long in seconds processing an item from workqueue takes.",
+                                   labels, b, 12, &work, err)) != KC_OK ||
+        (rc = kc_metrics_gauge(r, "workqueue_unfinished_work_seconds",
+                               "How many seconds of work has been done that is in progress and "
+                               "hasn't been observed by work_duration. Large values indicate "
+                               "stuck threads. One can deduce the number of stuck threads by "
+                               "observing the rate at which this increases.",
+                               labels, &unfinished, err)) != KC_OK ||
+        (rc = kc_metrics_gauge(r, "workqueue_longest_running_processor_seconds",
+                               "How many seconds has the longest running processor for workqueue "
+                               "been running.",
+                               labels, &longest, err)) != KC_OK ||
+        (rc = kc_metrics_counter(r, "workqueue_retries_total",
+                                 "Total number of items added to the workqueue with a non-zero "
+                                 "delay (rate-limited requeues, explicit RequeueAfter or AddAfter "
+                                 "calls)",
+                                 labels, &retries, err)) != KC_OK)
+        return rc;
+    kc_series *s[7] = {kc_metric_with(depth, depth_values), kc_metric_with(adds, values),
+                       kc_metric_with(latency, values),     kc_metric_with(work, values),
+                       kc_metric_with(unfinished, values),  kc_metric_with(longest, values),
+                       kc_metric_with(retries, values)};
+    for (size_t i = 0; i < 7; i++)
+        if (!s[i])
+            return kc_err_set(err, KC_ENOMEM, "work-queue metrics: out of memory");
+    pthread_mutex_lock(&q->mu);
+    q->m_depth = s[0];
+    q->m_adds = s[1];
+    q->m_latency = s[2];
+    q->m_work = s[3];
+    q->m_unfinished = s[4];
+    q->m_longest = s[5];
+    q->m_retries = s[6];
+    q->reg = r;
+    pthread_mutex_unlock(&q->mu);
+    return kc_metrics_add_hook(r, sample_metrics, q, NULL, err);
+}
+
 kc_code kc_workqueue_new(const kc_workqueue_opts *opts, kc_workqueue **out, kc_err *err)
 {
     kc_err_clear(err); /* callers may pass an uninitialised record */
@@ -320,6 +439,8 @@ void kc_workqueue_free(kc_workqueue *q)
 {
     if (!q)
         return;
+    if (q->reg)
+        kc_metrics_remove_hook(q->reg, sample_metrics, q);
     kc_workqueue_shutdown(q);
     pthread_join(q->delay_thread, NULL);
     while (q->count)
@@ -352,8 +473,10 @@ kc_code kc_workqueue_add_after(kc_workqueue *q, const char *key, long delay_ms)
         rc = KC_ECANCELED;
     else if (delay_ms <= 0)
         rc = add_locked(q, key, &w);
-    else
+    else {
+        q->retries++;
         rc = delay_locked(q, key, now_ns() + (uint64_t)delay_ms * 1000000ULL, &w);
+    }
     pthread_mutex_unlock(&q->mu);
     wake(q, &w);
     return rc;
@@ -426,6 +549,7 @@ kc_code kc_workqueue_add_backoff(kc_workqueue *q, const char *key, long min_dela
         rc = KC_ECANCELED;
         goto unlock;
     }
+    q->retries++;
     uintptr_t n = (uintptr_t)kc_map_get(q->failures, key);
     double a = backoff_ms(q, n);
     if (kc_map_put(q->failures, key, (void *)(n + 1), NULL) != KC_OK) {
@@ -473,20 +597,25 @@ bool kc_workqueue_get(kc_workqueue *q, char **key)
     while (!q->count && !q->shutting_down)
         pthread_cond_wait(&q->ready, &q->mu);
     bool ok = false;
+    double waited = 0;
+    kc_series *latency = q->m_latency;
     if (q->count) {
         char *k = ring_pop(q);
-        if (kc_map_put(q->processing, k, PRESENT, NULL) != KC_OK) {
+        void *started = stamp();
+        if (kc_map_put(q->processing, k, started, NULL) != KC_OK) {
             /* Cannot track it as processing: put it back rather than risk a double hand-out. */
             q->head = (q->head + q->cap - 1) % q->cap;
             q->ring[q->head] = k;
             q->count++;
         } else {
-            kc_map_remove(q->dirty, k);
+            waited = since_s(kc_map_remove(q->dirty, k), (uint64_t)(uintptr_t)started);
             *key = k;
             ok = true;
         }
     }
     pthread_mutex_unlock(&q->mu);
+    if (ok && latency)
+        kc_histogram_observe(latency, waited);
     return ok;
 }
 
@@ -496,7 +625,9 @@ void kc_workqueue_done(kc_workqueue *q, const char *key)
         return;
     wakeups w = {0};
     pthread_mutex_lock(&q->mu);
-    if (kc_map_remove(q->processing, key) && kc_map_get(q->dirty, key)) {
+    void *started = kc_map_remove(q->processing, key);
+    kc_series *work = q->m_work;
+    if (started && kc_map_get(q->dirty, key)) {
         /* Re-added while it was processing: hand it out again now. */
         if (ring_push(q, key) != KC_OK)
             kc_map_remove(q->dirty, key);
@@ -505,6 +636,8 @@ void kc_workqueue_done(kc_workqueue *q, const char *key)
     }
     pthread_mutex_unlock(&q->mu);
     wake(q, &w);
+    if (started && work)
+        kc_histogram_observe(work, since_s(started, now_ns()));
 }
 
 bool kc_workqueue_shutting_down(kc_workqueue *q)

@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "kc_error.h"
+#include "kc_metrics.h"
 
 /* Semantics follow client-go's rate-limited delaying work queue:
  *  - a key is queued at most once however often it is added;
@@ -66,5 +67,21 @@ bool kc_workqueue_shutting_down(kc_workqueue *q);
 size_t kc_workqueue_len(kc_workqueue *q);
 /* Keys waiting on a delay. */
 size_t kc_workqueue_delayed_len(kc_workqueue *q);
+
+/* Registers client-go's work-queue metrics for q in r, with the families, help texts, label names
+ * and buckets controller-runtime registers them with (both labels, controller and name, carry
+ * name; workqueue_depth also has priority, ""):
+ *   workqueue_depth                       gauge: keys added and not handed out yet
+ *   workqueue_adds_total                  counter: adds of a key not already waiting
+ *   workqueue_queue_duration_seconds      histogram: from such an add to get
+ *   workqueue_work_duration_seconds       histogram: from get to done
+ *   workqueue_retries_total               counter: adds with a delay (add_after > 0 ms,
+ *                                         add_rate_limited, add_backoff)
+ *   workqueue_unfinished_work_seconds     gauge: summed age of the keys being processed
+ *   workqueue_longest_running_processor_seconds  gauge: age of the oldest of them
+ * Once per registry (the family names are fixed) and once per queue; r must outlive q, whose
+ * kc_workqueue_free removes the registry hook that samples the gauges. */
+kc_code kc_workqueue_register_metrics(kc_workqueue *q, kc_registry *r, const char *name,
+                                      kc_err *err);
 
 #endif

@@ -343,10 +343,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpu-operator: %s\n", err.msg);
         goto out;
     }
-    if (kc_registry_new(&reg, &err) != KC_OK || kc_metrics_register_process(reg, &err) != KC_OK) {
+    kc_metric *build = NULL;
+    if (kc_registry_new(&reg, &err) != KC_OK || kc_metrics_register_process(reg, &err) != KC_OK ||
+        kc_metrics_gauge(reg, "gpu_operator_build_info", "1, labelled with the operator's version",
+                         KC_LABELS("version"), &build, &err) != KC_OK) {
         fprintf(stderr, "gpu-operator: %s\n", err.msg);
         goto out;
     }
+    kc_gauge_set(kc_metric_with(build, KC_LABELS(OP_VERSION)), 1);
     /* Who this replica is: the Lease holder identity and part of its API user agent. */
     char host[128] = "", id[200];
     gethostname(host, sizeof(host) - 1);

@@ -900,6 +900,11 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
                              "distinct strings the node and pod caches share (bounded at 65536)",
                              NULL, &dict, NULL) == KC_OK)
             c->m_dict = kc_metric_with(dict, NULL);
+        /* client-go's work-queue and REST client metrics, as NVIDIA's operator exposes them. */
+        if ((rc = kc_workqueue_register_metrics(c->q, opts->metrics, "gpu-operator", err)) !=
+                KC_OK ||
+            (rc = kc_client_register_metrics(c->api, opts->metrics, err)) != KC_OK)
+            goto fail;
         kc_metric *thr = NULL;
         if (kc_metrics_counter(opts->metrics, "gpu_operator_api_throttled_seconds_total",
                                "time API requests waited for the client-side rate limit "

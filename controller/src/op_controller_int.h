@@ -36,11 +36,32 @@ typedef struct op_kind {
     kc_informer *inf; /* NULL when the server does not serve the kind */
 } op_kind;
 
+/* A node's driver upgrade, from NVIDIA's nvidia.com/gpu-driver-upgrade-state label: the states
+ * NVIDIA's upgrade library counts (OP_UP_NONE: a node whose driver the operator does not manage,
+ * or a value it does not know). */
+typedef enum op_upgrade_state {
+    OP_UP_NONE,
+    OP_UP_UNKNOWN, /* managed, no label yet */
+    OP_UP_REQUIRED,
+    OP_UP_CORDON,
+    OP_UP_WAIT_JOBS,
+    OP_UP_POD_DELETION,
+    OP_UP_DRAIN,
+    OP_UP_POD_RESTART,
+    OP_UP_VALIDATION,
+    OP_UP_UNCORDON,
+    OP_UP_DONE,
+    OP_UP_FAILED,
+    OP_UP_COUNT
+} op_upgrade_state;
+
 /* What a node's last reconcile found. */
 typedef struct op_node_result {
     op_node_phase phase;
     int stage;
     char *reason; /* owned; NULL reads as "" (one per node: sized to fit, not a fixed buffer) */
+    unsigned char upgrade; /* op_upgrade_state */
+    bool unavailable;      /* cordoned or not Ready (what NVIDIA's upgrade counts as unavailable) */
 } op_node_result;
 
 /* The reason, never NULL; and the map's free function for results. */
@@ -86,6 +107,9 @@ struct op_controller {
     /* metrics */
     kc_series *m_gpu_nodes, *m_status, *m_reconciles, *m_failed, *m_last_success, *m_nfd;
     kc_metric *m_state_nodes, *m_duration;
+    /* NVIDIA's driver-upgrade gauges (op_status.c), in its order: auto upgrade enabled, in
+     * progress, done, failed, available, pending. */
+    kc_series *m_upgrade[6];
     kc_series *m_delay;     /* event received → first resulting write sent, per transition */
     kc_series *m_queued;    /* event received → the reconcile's start */
     kc_series *m_applied;   /* event received → last resulting write acknowledged */

@@ -171,7 +171,7 @@ void op_node_result_free(void *r)
 /* Records the node's result; returns the previous one (or a zero result) in *prev, whose
  * reason the caller frees. */
 static void set_result(op_controller *c, const char *name, const op_gate_out *out,
-                       op_node_result *prev)
+                       const op_node_result *up, op_node_result *prev)
 {
     memset(prev, 0, sizeof(*prev));
     prev->stage = -2;
@@ -188,6 +188,8 @@ static void set_result(op_controller *c, const char *name, const op_gate_out *ou
     if (r) {
         r->phase = out->phase;
         r->stage = out->stage;
+        r->upgrade = up->upgrade;
+        r->unavailable = up->unavailable;
         r->reason = reason;
         reason = NULL;
     }
@@ -501,6 +503,53 @@ static void explain_mig_failure(op_controller *c, const json_t *node, const json
 #define UPGRADE_LABEL "nvidia.com/gpu-driver-upgrade-state"
 #define CORDONED_ANN  "nvidia.com/gpu-driver-upgrade.cordoned-by-operator"
 
+/* Whether the operator upgrades this node's driver: its driver is on and the user does not
+ * keep it off there (a preinstalled driver is not ours to cordon). */
+static bool upgrade_managed(const json_t *node, const json_t *spec)
+{
+    const json_t *labels = json_object_get(json_object_get(node, "metadata"), "labels");
+    const char *deploy =
+        json_string_value(json_object_get(labels, op_stage_deploy_label(OP_STAGE_DRIVER)));
+    return op_spec_enabled(spec, "driver", true) && !(deploy && !strcmp(deploy, OP_DEPLOY_OFF));
+}
+
+/* The node's upgrade state and availability (cordoned or not Ready) for NVIDIA's upgrade
+ * metrics. */
+static void upgrade_result(const json_t *node, const json_t *policy, op_node_result *r)
+{
+    static const char *const names[OP_UP_COUNT] = {[OP_UP_REQUIRED] = "upgrade-required",
+                                                   [OP_UP_CORDON] = "cordon-required",
+                                                   [OP_UP_WAIT_JOBS] = "wait-for-jobs-required",
+                                                   [OP_UP_POD_DELETION] = "pod-deletion-required",
+                                                   [OP_UP_DRAIN] = "drain-required",
+                                                   [OP_UP_POD_RESTART] = "pod-restart-required",
+                                                   [OP_UP_VALIDATION] = "validation-required",
+                                                   [OP_UP_UNCORDON] = "uncordon-required",
+                                                   [OP_UP_DONE] = "upgrade-done",
+                                                   [OP_UP_FAILED] = "upgrade-failed"};
+    r->upgrade = OP_UP_NONE;
+    if (upgrade_managed(node, json_object_get(policy, "spec"))) {
+        const char *st = json_string_value(json_object_get(
+            json_object_get(json_object_get(node, "metadata"), "labels"), UPGRADE_LABEL));
+        r->upgrade = st ? OP_UP_NONE : OP_UP_UNKNOWN;
+        for (int i = OP_UP_REQUIRED; st && i < OP_UP_COUNT; i++)
+            if (!strcmp(st, names[i]))
+                r->upgrade = (unsigned char)i;
+    }
+    /* The cache keeps no conditions: a node not Ready carries the taint the node lifecycle
+     * controller puts on it. */
+    const json_t *spec = json_object_get(node, "spec"), *t;
+    size_t i;
+    r->unavailable = json_is_true(json_object_get(spec, "unschedulable"));
+    json_array_foreach(json_object_get(spec, "taints"), i, t)
+    {
+        const char *key = str_at(t, "key", NULL) ?: "";
+        if (!strcmp(key, "node.kubernetes.io/not-ready") ||
+            !strcmp(key, "node.kubernetes.io/unreachable"))
+            r->unavailable = true;
+    }
+}
+
 static bool upgrade_active(const char *st)
 {
     return st && (!strcmp(st, "cordon-required") || !strcmp(st, "pod-restart-required") ||
@@ -564,11 +613,7 @@ static long driver_upgrade(op_controller *c, const json_t *node, const json_t *p
 {
     const json_t *spec = json_object_get(policy, "spec");
     const json_t *labels = json_object_get(json_object_get(node, "metadata"), "labels");
-    /* A node whose user keeps the operator's driver off (a preinstalled driver) is not ours to
-     * cordon. */
-    const char *deploy =
-        json_string_value(json_object_get(labels, op_stage_deploy_label(OP_STAGE_DRIVER)));
-    if (!op_spec_enabled(spec, "driver", true) || (deploy && !strcmp(deploy, OP_DEPLOY_OFF)))
+    if (!upgrade_managed(node, spec))
         return -1;
     json_t *ds = kc_informer_get(c->daemonsets, c->ns, op_stage_daemonset(OP_STAGE_DRIVER));
     long long gen =
@@ -790,11 +835,13 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t
         explain_mig_failure(c, node, policy, &out);
     if (out.requeue_ms >= 0 && again != OP_REQUEUED && (again < 0 || out.requeue_ms < again))
         again = out.requeue_ms;
-    op_node_result prev;
-    set_result(c, name, &out, &prev);
+    op_node_result prev, upr;
+    upgrade_result(node, policy, &upr);
+    set_result(c, name, &out, &upr, &prev);
     node_events(c, node, policy, &prev, &out);
     if (prev.phase != out.phase || prev.stage != out.stage ||
-        strcmp(op_node_result_reason(&prev), out.reason))
+        strcmp(op_node_result_reason(&prev), out.reason) || prev.upgrade != upr.upgrade ||
+        prev.unavailable != upr.unavailable)
         op_enqueue(c, OP_KEY_STATUS, 100);
     free(prev.reason);
 done:

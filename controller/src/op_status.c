@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "kc_log.h"
+#include "op_policy.h"
 
 #define MAX_BEHIND 10
 
@@ -81,7 +82,9 @@ static json_t *comparable(const json_t *status)
 typedef struct agg {
     long gpu, done, in_progress, reconfiguring, failed, opted_out, mig_failed, blocked;
     long at_stage[OP_STAGE_COUNT], failed_at[OP_STAGE_COUNT];
-    json_t *behind; /* [{node, state, phase, reason}] */
+    long upgrade[OP_UP_COUNT]; /* GPU nodes per driver upgrade state */
+    long up_unavailable;       /* those the upgrade manages that are cordoned or not Ready */
+    json_t *behind;            /* [{node, state, phase, reason}] */
 } agg;
 
 static void aggregate(op_controller *c, agg *a)
@@ -103,6 +106,10 @@ static void aggregate(op_controller *c, agg *a)
             continue;
         }
         a->gpu++;
+        if (r->upgrade < OP_UP_COUNT)
+            a->upgrade[r->upgrade]++;
+        if (r->upgrade != OP_UP_NONE && r->unavailable)
+            a->up_unavailable++;
         if (r->stage >= 0 && r->stage < OP_STAGE_COUNT)
             a->at_stage[r->stage]++;
         switch (r->phase) {
@@ -152,7 +159,49 @@ static void aggregate(op_controller *c, agg *a)
     }
 }
 
-static void metrics(op_controller *c, const agg *a, int status_code, bool has_nfd)
+/* NVIDIA's driver-upgrade gauges, counted as its upgrade library counts them (GetUpgradesInProgress
+ * and the others): out[] in the order of c->m_upgrade. */
+static void upgrade_counts(const agg *a, const json_t *policy, double out[6])
+{
+    const json_t *spec = json_object_get(policy, "spec");
+    const json_t *up = json_object_get(json_object_get(spec, "driver"), "upgradePolicy");
+    const json_t *au = json_object_get(up, "autoUpgrade"),
+                 *mp = json_object_get(up, "maxParallelUpgrades");
+    const json_t *mu = json_object_get(up, "maxUnavailable");
+    /* As the operator upgrades: autoUpgrade and maxParallelUpgrades default to true and 1. */
+    bool enabled = policy && op_spec_enabled(spec, "driver", true) &&
+                   (json_is_boolean(au) ? json_is_true(au) : true);
+    long max_parallel = json_is_integer(mp) ? (long)json_integer_value(mp) : 1;
+    long total = 0;
+    for (int i = OP_UP_UNKNOWN; i < OP_UP_COUNT; i++)
+        total += a->upgrade[i];
+    long pending = a->upgrade[OP_UP_REQUIRED];
+    long in_progress = total - (a->upgrade[OP_UP_UNKNOWN] + a->upgrade[OP_UP_DONE] + pending);
+    /* maxUnavailable: a count or a percentage of the managed nodes rounded up; all when unset. */
+    long max_unavailable = total;
+    const char *pct = json_string_value(mu);
+    if (json_is_integer(mu))
+        max_unavailable = (long)json_integer_value(mu);
+    else if (pct && pct[0] && pct[strlen(pct) - 1] == '%')
+        max_unavailable = (atol(pct) * total + 99) / 100;
+    long available = max_parallel == 0 ? pending : max_parallel - in_progress;
+    long unavailable = a->up_unavailable + a->upgrade[OP_UP_CORDON];
+    if (available > max_unavailable)
+        available = max_unavailable;
+    if (unavailable >= max_unavailable)
+        available = 0;
+    else if (max_unavailable < total && unavailable + available > max_unavailable)
+        available = max_unavailable - unavailable;
+    out[0] = enabled ? 1 : 0;
+    out[1] = (double)in_progress;
+    out[2] = (double)a->upgrade[OP_UP_DONE];
+    out[3] = (double)a->upgrade[OP_UP_FAILED];
+    out[4] = (double)available;
+    out[5] = (double)pending;
+}
+
+static void metrics(op_controller *c, const agg *a, int status_code, bool has_nfd,
+                    const json_t *policy)
 {
     if (!c->o.metrics)
         return;
@@ -183,7 +232,28 @@ static void metrics(op_controller *c, const agg *a, int status_code, bool has_nf
         kc_metrics_gauge(c->o.metrics, "gpu_operator_state_nodes",
                          "GPU nodes per gated state and phase", state_labels, &c->m_state_nodes,
                          NULL);
+        /* NVIDIA's names and help texts. */
+        static const char *const up[6][2] = {
+            {"gpu_operator_driver_auto_upgrade_enabled",
+             "1 if driver auto upgrade is enabled 0 if not"},
+            {"gpu_operator_nodes_upgrades_in_progress",
+             "Total number of nodes on which the gpu operator pods are being upgraded"},
+            {"gpu_operator_nodes_upgrades_done",
+             "Total number of nodes on which the gpu operator pods are successfully upgraded"},
+            {"gpu_operator_nodes_upgrades_failed",
+             "Total number of nodes on which the gpu operator pod upgrades have failed"},
+            {"gpu_operator_nodes_upgrades_available",
+             "Total number of nodes on which the gpu operator pod upgrades can be done"},
+            {"gpu_operator_nodes_upgrades_pending",
+             "Total number of nodes on which the gpu operator pod upgrades are pending"}};
+        for (int i = 0; i < 6; i++)
+            if (kc_metrics_gauge(c->o.metrics, up[i][0], up[i][1], NULL, &m, NULL) == KC_OK)
+                c->m_upgrade[i] = kc_metric_with(m, NULL);
     }
+    double upv[6];
+    upgrade_counts(a, policy, upv);
+    for (int i = 0; i < 6; i++)
+        kc_gauge_set(c->m_upgrade[i], upv[i]);
     if (c->m_gpu_nodes)
         kc_gauge_set(c->m_gpu_nodes, (double)a->gpu);
     if (c->m_status)
@@ -221,7 +291,7 @@ long op_reconcile_status(op_controller *c)
         goto out;
     }
     if (!policy) {
-        metrics(c, &a, -1, false);
+        metrics(c, &a, -1, false, NULL);
         goto out;
     }
     live = kc_informer_get(c->policies, NULL, str_at(policy, "metadata", "name"));
@@ -367,7 +437,7 @@ long op_reconcile_status(op_controller *c)
         }
     }
     json_decref(status);
-    metrics(c, &a, render_error[0] ? -2 : ready ? 1 : 0, a.gpu > 0);
+    metrics(c, &a, render_error[0] ? -2 : ready ? 1 : 0, a.gpu > 0, policy);
 out:
     json_decref(a.behind);
     json_decref(ds_by_state);

@@ -237,6 +237,15 @@ Test(client, retry_after_on_429_is_honoured)
     ts_script_free(&sc);
 }
 
+/* A server answering seq[0..n) in turn (the last one again after that) and a client for it. */
+static kc_client *scripted_client(const ts_canned *seq, size_t n, ts_script *sc, ts_server **srv)
+{
+    ts_script_init(sc, seq, n);
+    *srv = ts_start(ts_script_handler, sc, NULL);
+    kc_config cfg = cfg_for(*srv);
+    return client_for(&cfg, &fast);
+}
+
 Test(client, get_retried_on_503_post_not_retried_on_500)
 {
     static const ts_canned seq[] = {{503, "text/plain", "busy", NULL},
@@ -244,10 +253,8 @@ Test(client, get_retried_on_503_post_not_retried_on_500)
                                     {200, NULL, "{}", NULL},
                                     {500, "text/html", "<html>oops</html>", NULL}};
     ts_script sc;
-    ts_script_init(&sc, seq, 4);
-    ts_server *srv = ts_start(ts_script_handler, &sc, NULL);
-    kc_config cfg = cfg_for(srv);
-    kc_client *c = client_for(&cfg, &fast);
+    ts_server *srv;
+    kc_client *c = scripted_client(seq, 4, &sc, &srv);
     kc_err err;
     cr_assert_eq(get(c, "/g", NULL, &err), KC_OK, "%s", err.msg);
     cr_assert_eq(ts_script_count(&sc), 3);
@@ -261,6 +268,74 @@ Test(client, get_retried_on_503_post_not_retried_on_500)
     kc_client_free(c);
     ts_stop(srv);
     ts_script_free(&sc);
+}
+
+/* The count of rows code/method in c's request table (0 when absent). */
+static unsigned long long result_count(kc_client *c, int code, const char *method)
+{
+    kc_client_result rows[64];
+    size_t n = kc_client_results(c, rows, 64);
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].code == code && !strcmp(rows[i].method, method))
+            return rows[i].count;
+    return 0;
+}
+
+Test(client, requests_counted_by_code_method_and_host)
+{
+    static const ts_canned seq[] = {{503, "text/plain", "busy", NULL},
+                                    {200, NULL, "{}", NULL},
+                                    {404, NULL, "{}", NULL},
+                                    {500, "text/plain", "oops", NULL}};
+    ts_script sc;
+    ts_server *srv;
+    kc_client *c = scripted_client(seq, 4, &sc, &srv);
+    kc_registry *reg = NULL;
+    kc_err err;
+    cr_assert_eq(kc_registry_new(&reg, &err), KC_OK);
+    cr_assert_eq(kc_client_register_metrics(c, reg, &err), KC_OK, "%s", err.msg);
+    cr_assert_eq(kc_client_register_metrics(c, reg, &err), KC_EARG);
+    cr_assert_eq(get(c, "/g", NULL, &err), KC_OK, "%s", err.msg); /* 503 retried, then 200 */
+    cr_assert_eq(get(c, "/missing", NULL, &err), KC_ENOTFOUND);
+    kc_request post = {.method = "POST", .path = "/p", .body = "{}", .body_len = 2};
+    cr_assert_eq(kc_client_do(c, &post, NULL, &err), KC_ESERVER);
+    cr_assert_eq(result_count(c, 503, "GET"), 1);
+    cr_assert_eq(result_count(c, 200, "GET"), 1);
+    cr_assert_eq(result_count(c, 404, "GET"), 1);
+    cr_assert_eq(result_count(c, 500, "POST"), 1);
+    cr_assert_eq(result_count(c, 200, "POST"), 0);
+    /* client-go's host label: the server URL's host and port. */
+    const char *host = strstr(ts_url(srv), "://") + 3;
+    cr_assert_str_eq(kc_client_host(c), host);
+    char *text = kc_metrics_render(reg);
+    char want[256];
+    snprintf(want, sizeof(want),
+             "rest_client_requests_total{code=\"503\",host=\"%s\",method=\"GET\"} 1\n", host);
+    cr_assert(strstr(text, want), "%s", text);
+    snprintf(want, sizeof(want),
+             "rest_client_requests_total{code=\"500\",host=\"%s\",method=\"POST\"} 1\n", host);
+    cr_assert(strstr(text, want), "%s", text);
+    cr_assert(strstr(text, "# TYPE rest_client_requests_total counter\n"), "%s", text);
+    free(text);
+    kc_client_free(c); /* removes its hook: the registry renders without it */
+    text = kc_metrics_render(reg);
+    cr_assert_not_null(text);
+    free(text);
+    kc_registry_free(reg);
+    ts_stop(srv);
+    ts_script_free(&sc);
+}
+
+Test(client, url_host_as_client_go_labels_it)
+{
+    kc_config cfg = {.server = "https://user@api.example.com:6443/prefix?x=1", .source = "test"};
+    kc_client *c = client_for(&cfg, &fast);
+    cr_assert_str_eq(kc_client_host(c), "api.example.com:6443");
+    kc_client_free(c);
+    cfg.server = "https://10.0.0.1";
+    c = client_for(&cfg, &fast);
+    cr_assert_str_eq(kc_client_host(c), "10.0.0.1");
+    kc_client_free(c);
 }
 
 Test(client, retries_stop_at_max_retries)
@@ -313,6 +388,8 @@ Test(client, connection_refused_is_eio_after_retries)
     kc_client_get_stats(c, &st);
     cr_assert_eq(st.requests, 3);
     cr_assert_eq(st.retries, 2);
+    /* No answer: client-go's "<error>" row, code 0 here. */
+    cr_assert_eq(result_count(c, 0, "POST"), 3);
     kc_client_free(c);
 }
 

@@ -316,6 +316,15 @@ Test(stream, cancel_outside_callbacks_and_detach_with_live_streams)
     while (ts_request_count(e.srv) < 1 && now_s() - t0 < 5)
         uv_run(&e.loop, UV_RUN_ONCE);
     cr_assert_eq(ts_request_count(e.srv), 1);
+    /* Counted once its answer's headers came, as client-go counts a watch, while it streams. */
+    kc_client_result rows[4];
+    t0 = now_s();
+    while (kc_client_results(e.c, rows, 4) < 1 && now_s() - t0 < 5)
+        uv_run(&e.loop, UV_RUN_ONCE);
+    cr_assert_eq(kc_client_results(e.c, rows, 4), 1);
+    cr_assert_eq(rows[0].code, 200);
+    cr_assert_str_eq(rows[0].method, "GET");
+    cr_assert_eq(rows[0].count, 1);
     kc_stream_cancel(a.s);
     /* A second stream is still waiting on the rate limiter's timer when detached. */
     start(&e, &b, "/now/x");

@@ -356,3 +356,90 @@ Test(workqueue, free_with_pending_work_does_not_leak)
     kc_workqueue_free(NULL);
     cr_assert_eq(kc_workqueue_new(NULL, NULL, NULL), KC_EARG);
 }
+
+/* The value of the sample line starting with prefix in the rendered registry (-1 when absent). */
+static double sample(kc_registry *r, const char *prefix)
+{
+    char *text = kc_metrics_render(r);
+    cr_assert_not_null(text);
+    double v = -1;
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (!strncmp(p, prefix, strlen(prefix)) && p[strlen(prefix)] == ' ') {
+            v = strtod(p + strlen(prefix) + 1, NULL);
+            break;
+        }
+    free(text);
+    return v;
+}
+
+#define WQ "{controller=\"q1\",name=\"q1\"}"
+
+Test(workqueue, metrics_count_adds_retries_depth_and_durations)
+{
+    kc_workqueue_opts o = {.qps = -1, .base_delay_ms = 1, .max_delay_ms = 1};
+    kc_workqueue *q = mkq(&o);
+    kc_registry *r = NULL;
+    kc_err err;
+    cr_assert_eq(kc_registry_new(&r, &err), KC_OK);
+    cr_assert_eq(kc_workqueue_register_metrics(q, r, "q1", &err), KC_OK, "%s", err.msg);
+    cr_assert_eq(kc_workqueue_register_metrics(q, r, "q1", &err), KC_EARG);
+    /* Nothing yet: every series is there at 0. */
+    cr_assert_eq(sample(r, "workqueue_adds_total" WQ), 0);
+    cr_assert_eq(sample(r, "workqueue_depth{controller=\"q1\",name=\"q1\",priority=\"\"}"), 0);
+    cr_assert_eq(sample(r, "workqueue_queue_duration_seconds_bucket{controller=\"q1\",name=\"q1\","
+                           "le=\"1e-08\"}"),
+                 0);
+    /* Two adds of a queued key count once; the depth is the keys waiting for a worker. */
+    kc_workqueue_add(q, "a");
+    kc_workqueue_add(q, "a");
+    kc_workqueue_add(q, "b");
+    cr_assert_eq(sample(r, "workqueue_adds_total" WQ), 2);
+    cr_assert_eq(sample(r, "workqueue_depth{controller=\"q1\",name=\"q1\",priority=\"\"}"), 2);
+    char *k;
+    cr_assert(kc_workqueue_get(q, &k));
+    cr_assert_eq(sample(r, "workqueue_depth{controller=\"q1\",name=\"q1\",priority=\"\"}"), 1);
+    cr_assert_eq(sample(r, "workqueue_queue_duration_seconds_count" WQ), 1);
+    usleep(30 * 1000);
+    /* One key processing for 30 ms or more. */
+    cr_assert_geq(sample(r, "workqueue_unfinished_work_seconds" WQ), 0.03);
+    cr_assert_geq(sample(r, "workqueue_longest_running_processor_seconds" WQ), 0.03);
+    /* Re-added while processing: an add, queued again by done. */
+    kc_workqueue_add(q, k);
+    cr_assert_eq(sample(r, "workqueue_adds_total" WQ), 3);
+    kc_workqueue_done(q, k);
+    free(k);
+    cr_assert_eq(sample(r, "workqueue_work_duration_seconds_count" WQ), 1);
+    cr_assert_geq(sample(r, "workqueue_work_duration_seconds_sum" WQ), 0.03);
+    cr_assert_eq(sample(r, "workqueue_unfinished_work_seconds" WQ), 0);
+    cr_assert_eq(sample(r, "workqueue_longest_running_processor_seconds" WQ), 0);
+    expect_get(q, "b");
+    expect_get(q, "a");
+    cr_assert_eq(sample(r, "workqueue_queue_duration_seconds_count" WQ), 3);
+    cr_assert_eq(sample(r, "workqueue_work_duration_seconds_count" WQ), 3);
+    /* Delayed adds are retries (an add without delay is not); each counts as an add once it
+     * is queued. */
+    cr_assert_eq(sample(r, "workqueue_retries_total" WQ), 0);
+    kc_workqueue_add_after(q, "c", 1);
+    kc_workqueue_add_rate_limited(q, "d");
+    kc_workqueue_add_after(q, "e", 0);
+    cr_assert_eq(sample(r, "workqueue_retries_total" WQ), 2);
+    char *got[3];
+    for (int i = 0; i < 3; i++)
+        cr_assert(kc_workqueue_get(q, &got[i]));
+    for (int i = 0; i < 3; i++) {
+        kc_workqueue_done(q, got[i]);
+        free(got[i]);
+    }
+    cr_assert_eq(sample(r, "workqueue_adds_total" WQ), 6);
+    /* client-go's buckets: 10 ns to 1000 s by tens. */
+    cr_assert_eq(sample(r, "workqueue_work_duration_seconds_bucket{controller=\"q1\",name=\"q1\","
+                           "le=\"1000\"}"),
+                 6);
+    cr_assert_eq(sample(r, "workqueue_work_duration_seconds_bucket{controller=\"q1\",name=\"q1\","
+                           "le=\"+Inf\"}"),
+                 6);
+    /* The queue removes its hook when freed; the registry renders on. */
+    kc_workqueue_free(q);
+    cr_assert_eq(sample(r, "workqueue_adds_total" WQ), 6);
+    kc_registry_free(r);
+}

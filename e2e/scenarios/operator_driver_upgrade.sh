@@ -27,6 +27,10 @@ until_eq "marked" "upgrade-required upgrade-required upgrade-required" 30 bash -
     "kubectl --kubeconfig $KUBECONFIG_E2E get nodes -l feature.node.kubernetes.io/pci-10de.present=true -o jsonpath='{.items[*].metadata.labels.nvidia\.com/gpu-driver-upgrade-state}'"
 sleep 1
 assert_eq "old driver pods still run" "3x595.91.07-ubuntu22.04 " "$(drv_images)"
+# NVIDIA's upgrade gauges: three nodes pending, auto upgrade off.
+until_eq "pending upgrades metric" "3" 30 metric gpu_operator_nodes_upgrades_pending
+assert_eq "auto upgrade metric off" "0" "$(metric gpu_operator_driver_auto_upgrade_enabled)"
+assert_eq "no upgrade in progress" "0" "$(metric gpu_operator_nodes_upgrades_in_progress)"
 
 step "autoUpgrade true: one node at a time, cordoned, re-validated, uncordoned"
 k patch clusterpolicy cluster-policy --type merge -p '{"spec":{"driver":{"upgradePolicy":{"autoUpgrade":true,"maxParallelUpgrades":1}}}}' >/dev/null
@@ -44,5 +48,10 @@ assert_eq "never more than one node at a time" "1" "$max"
 assert_eq "new driver pods" "3x560.35.03-ubuntu22.04 " "$(drv_images)"
 assert_eq "nobody left cordoned" "" "$(k get nodes -o jsonpath='{.items[?(@.spec.unschedulable==true)].metadata.name}')"
 until_eq "ready" "ready" 60 cp_state
+until_eq "done upgrades metric" "3" 30 metric gpu_operator_nodes_upgrades_done
+assert_eq "auto upgrade metric on" "1" "$(metric gpu_operator_driver_auto_upgrade_enabled)"
+assert_eq "nothing pending" "0" "$(metric gpu_operator_nodes_upgrades_pending)"
+assert_eq "nothing in progress" "0" "$(metric gpu_operator_nodes_upgrades_in_progress)"
+assert_eq "nothing failed" "0" "$(metric gpu_operator_nodes_upgrades_failed)"
 assert_contains "Events" "DriverUpgrade" "$(k get events -A --field-selector reason=DriverUpgrade -o jsonpath='{.items[*].reason}')"
 echo "PASS operator_driver_upgrade"

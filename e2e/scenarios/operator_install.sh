@@ -108,6 +108,44 @@ assert_contains "per-state node metric" 'gpu_operator_state_nodes{state="driver"
 assert_contains "reconcile durations" 'gpu_operator_reconcile_duration_seconds_count{kind="node"}' "$m"
 assert_contains "transition delays" "gpu_operator_transition_delay_seconds_count" "$m"
 assert_contains "client rate-limit waits" "gpu_operator_api_throttled_seconds_total" "$m"
+# client-go's work-queue metrics (controller-runtime's labels), the REST client's request
+# counts, the build and NVIDIA's driver-upgrade gauges.
+wq='controller="gpu-operator",name="gpu-operator"'
+assert_contains "work-queue adds" "workqueue_adds_total{$wq}" "$m"
+assert_contains "work-queue depth" "workqueue_depth{$wq,priority=\"\"}" "$m"
+assert_contains "work-queue latency" "workqueue_queue_duration_seconds_bucket{$wq,le=\"1e-08\"}" "$m"
+assert_contains "work durations" "workqueue_work_duration_seconds_bucket{$wq,le=\"1000\"}" "$m"
+assert_contains "work-queue retries" "workqueue_retries_total{$wq}" "$m"
+assert_contains "unfinished work" "workqueue_unfinished_work_seconds{$wq}" "$m"
+assert_contains "longest processor" "workqueue_longest_running_processor_seconds{$wq}" "$m"
+assert_contains "GET requests answered 200" 'rest_client_requests_total{code="200",host="' "$m"
+assert_contains "build info" "gpu_operator_build_info{" "$m"
+for g in driver_auto_upgrade_enabled nodes_upgrades_in_progress nodes_upgrades_done \
+    nodes_upgrades_failed nodes_upgrades_available nodes_upgrades_pending; do
+    assert_contains "driver upgrade gauge $g" "gpu_operator_$g " "$m"
+done
+adds=$(metric "workqueue_adds_total{$wq}")
+[ "${adds%%.*}" -gt 0 ] || fail "no work-queue adds counted: [$adds]"
+gets=$(echo "$m" | awk '$1 ~ /^rest_client_requests_total\{code="200",.*method="GET"\}$/ {print $2}')
+[ -n "$gets" ] && [ "${gets%%.*}" -gt 0 ] || fail "no GET answered 200 counted: [$gets]"
+assert_eq "build info value" "1" "$(echo "$m" | awk '$1 ~ /^gpu_operator_build_info\{/ {print $2}')"
+metrics_parse \
+    workqueue_depth:gauge:controller,name,priority \
+    workqueue_adds_total:counter:controller,name \
+    workqueue_queue_duration_seconds:histogram:controller,name \
+    workqueue_work_duration_seconds:histogram:controller,name \
+    workqueue_retries_total:counter:controller,name \
+    workqueue_unfinished_work_seconds:gauge:controller,name \
+    workqueue_longest_running_processor_seconds:gauge:controller,name \
+    rest_client_requests_total:counter:code,host,method \
+    gpu_operator_build_info:gauge \
+    gpu_operator_driver_auto_upgrade_enabled:gauge gpu_operator_nodes_upgrades_in_progress:gauge \
+    gpu_operator_nodes_upgrades_done:gauge gpu_operator_nodes_upgrades_failed:gauge \
+    gpu_operator_nodes_upgrades_available:gauge gpu_operator_nodes_upgrades_pending:gauge \
+    gpu_operator_state_nodes:gauge:phase,state \
+    gpu_operator_reconcile_duration_seconds:histogram:kind \
+    process_resident_memory_bytes:gauge >"$E2E_DIR/promcheck.out" ||
+    fail "/metrics: $(tail -1 "$E2E_DIR/promcheck.out")"
 
 step "connections to the API server"
 api_port=$(grep -o 'server: .*' "$KUBECONFIG_E2E" | head -1 | sed -E 's|.*:([0-9]+)/?"?$|\1|')
@@ -137,9 +175,6 @@ sleep 1
 assert_eq "no policy reconcile for a status change" "$n0" "$(policy_reconciles)"
 
 step "a node change the operator does not cache queues nothing"
-metric() {
-    curl -sf "http://127.0.0.1:$METRICS_PORT/metrics" | awk -v n="$1" '$1 == n {print $2}'
-}
 ignored_since() { [ "$(metric gpu_operator_watch_updates_ignored_total)" -gt "$1" ] && echo yes; }
 i0=$(metric gpu_operator_watch_updates_ignored_total)
 [ -n "$i0" ] || fail "no ignored-update count in the metrics"
