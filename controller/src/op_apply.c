@@ -1,7 +1,8 @@
 /* op_apply: the policy reconciler. Picks the active ClusterPolicy, marks the others ignored,
  * renders every state and applies what changed (creates, updates whose content hash differs,
  * deletes of objects no longer rendered), keeps the finalizer, and on deletion removes the
- * operands and the node labels the operator added before letting the ClusterPolicy go. */
+ * operands, the validation pods and, once the MIG manager is gone, the node labels the operator
+ * and its MIG manager added before letting the ClusterPolicy go. */
 #include "op_controller_int.h"
 
 #include <stdio.h>
