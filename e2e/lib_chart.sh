@@ -79,6 +79,20 @@ chart_on_exit() {
 }
 trap chart_on_exit EXIT
 
+# chart_install_ready [helm args...]: helm install of the chart as gpu-operator (free ports for
+# the operator's endpoints), then waits for the ClusterPolicy to be ready.
+chart_install_ready() {
+    h install gpu-operator charts/gpu-operator -n gpu-operator --create-namespace \
+        "${PORT_FLAGS[@]}" "$@" --wait --timeout 90s >/dev/null
+    until_eq "ready" "ready" 120 cp_state
+}
+
+# chart_uninstall: helm uninstall --wait of the release; its output in $E2E_DIR/uninstall.out.
+chart_uninstall() {
+    h uninstall gpu-operator -n gpu-operator --wait --timeout 90s >"$E2E_DIR/uninstall.out" 2>&1 ||
+        { cat "$E2E_DIR/uninstall.out" >&2; fail "helm uninstall"; }
+}
+
 cp_state() { k get clusterpolicy "${1:-cluster-policy}" -o jsonpath='{.status.state}'; }
 
 # pods_on NODE: "name=phase" of the gpu-operator pods on NODE, one a line.

@@ -70,3 +70,11 @@ YAML
 }
 
 pod_phase() { k get pod -n gpu-operator "$1" -o jsonpath='{.status.phase}'; }
+
+# second_policy_ignored: creates a second ClusterPolicy ("second", empty spec) and waits until the
+# operator marks it ignored.
+second_policy_ignored() {
+    printf 'apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata: {name: second}\nspec: {}\n' |
+        k apply -f - >/dev/null
+    until_eq "second ignored" "ignored" 30 k get clusterpolicy second -o jsonpath='{.status.state}'
+}

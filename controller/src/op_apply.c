@@ -1,7 +1,8 @@
 /* op_apply: the policy reconciler. Picks the active ClusterPolicy, marks the others ignored,
  * renders every state and applies what changed (creates, updates whose content hash differs,
  * deletes of objects no longer rendered), keeps the finalizer, and on deletion removes the
- * operands and the node labels the operator added before letting the ClusterPolicy go. */
+ * operands, the validation pods and, once the MIG manager is gone, the node labels the operator
+ * and its MIG manager added before letting the ClusterPolicy go. */
 #include "op_controller_int.h"
 
 #include <stdio.h>
@@ -71,7 +72,10 @@ static void mark_ignored(op_controller *c, const json_t *obj, const char *active
     if (state && !strcmp(state, "ignored"))
         return;
     char msg[512];
-    snprintf(msg, sizeof(msg), "only one ClusterPolicy is active: %s (the oldest)", active);
+    snprintf(msg, sizeof(msg),
+             "only one ClusterPolicy is active: %s (the oldest); this one stays ignored, also "
+             "once that one is deleted (delete and re-create it to make it active)",
+             active);
     json_t *patch =
         json_pack("{s:{s:s, s:s, s:[{s:s, s:s, s:s, s:s, s:s}]}}", "status", "state", "ignored",
                   "namespace", c->ns, "conditions", "type", "Ready", "status", "False", "reason",
@@ -250,14 +254,27 @@ static size_t unlabel_nodes(op_controller *c)
             bool deploy = !strncmp(k, "nvidia.com/gpu.deploy.", 22) &&
                           strcmp(k, "nvidia.com/gpu.deploy.operands") && val &&
                           !strcmp(val, "true");
-            if (deploy || !strcmp(k, "nvidia.com/gpu.present") ||
+            /* The MIG manager's pauses and state go too: with the MIG manager gone, no one
+             * would ever set them back. */
+            bool paused =
+                !strncmp(k, "nvidia.com/gpu.deploy.", 22) && val && !strcmp(val, OP_PAUSED_MIG);
+            if (deploy || paused || !strcmp(k, "nvidia.com/gpu.present") ||
+                !strcmp(k, "nvidia.com/mig.config.state") ||
                 !strcmp(k, "nvidia.com/gpu-driver-upgrade-state"))
                 json_object_set_new(patch, k, json_null());
         }
+        /* A node a driver upgrade left cordoned is uncordoned, as the upgrade would have. */
+        json_t *spec = NULL;
+        if (json_object_get(json_object_get(json_object_get(n, "metadata"), "annotations"),
+                            OP_CORDONED_ANN)) {
+            json_object_set_new(ann, OP_CORDONED_ANN, json_null());
+            spec = json_pack("{s:b}", "unschedulable", 0);
+        }
         if (json_object_size(patch) || json_object_size(ann)) {
             left++;
-            json_t *body =
-                json_pack("{s:{s:O, s:O}}", "metadata", "labels", patch, "annotations", ann);
+            json_t *body = json_pack("{s:{s:O, s:O}, s:o*}", "metadata", "labels", patch,
+                                     "annotations", ann, "spec", spec);
+            spec = NULL;
             kc_err err;
             if (!body)
                 kc_warn("cannot remove node labels", "node=%s err=\"out of memory\"",
@@ -268,10 +285,37 @@ static size_t unlabel_nodes(op_controller *c)
                         str_at(n, "metadata", "name"), err.msg);
             json_decref(body);
         }
+        json_decref(spec);
         json_decref(patch);
         json_decref(ann);
     }
     json_decref(nodes);
+    return left;
+}
+
+/* The MIG manager's pods still running: it writes the MIG state and pauses on the nodes, so the
+ * labels are removed once it is gone. A pod past its deletion deadline (on an unreachable node)
+ * no longer counts. */
+static size_t mig_manager_pods(op_controller *c)
+{
+    json_t *pods = kc_informer_list(c->pods);
+    size_t left = pods ? 0 : 1; /* a cache that cannot be listed: not done */
+    time_t now = time(NULL);
+    size_t i;
+    const json_t *p;
+    json_array_foreach(pods, i, p)
+    {
+        const json_t *m = json_object_get(p, "metadata");
+        const char *app = str_at(json_object_get(m, "labels"), "app", NULL);
+        if (!app || strcmp(app, op_stage_daemonset(OP_STAGE_MIG)))
+            continue;
+        const char *del = str_at(m, "deletionTimestamp", NULL);
+        struct tm tm = {0};
+        const char *end = del ? strptime(del, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+        if (!del || !end || timegm(&tm) >= now)
+            left++;
+    }
+    json_decref(pods);
     return left;
 }
 
@@ -411,7 +455,9 @@ long op_reconcile_policy(op_controller *c)
             goto out;
         set_active(c, NULL);
         bool failed = false;
-        size_t left = delete_stale(c, NULL, &failed) + unlabel_nodes(c) + delete_validation_pods(c);
+        size_t left = delete_stale(c, NULL, &failed) + delete_validation_pods(c);
+        size_t mm = mig_manager_pods(c);
+        left += mm ? mm : unlabel_nodes(c);
         if (left) {
             kc_info("ClusterPolicy deleted: removing operands and node labels", "name=%s left=%zu",
                     name, left);

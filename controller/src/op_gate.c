@@ -566,6 +566,13 @@ static kc_code gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gat
                 !user_off(node, stage_labels[s]);
         if (on[s] && (s == OP_STAGE_DRIVER || s == OP_STAGE_TOOLKIT))
             base_last = s;
+        /* A stage switched off keeps no validation pod of ours on the node. */
+        for (int p = 0; !on[s] && p < in->stage[s].n_val && p < 8; p++) {
+            const json_t *m = json_object_get(in->stage[s].val_pods[p], "metadata");
+            if (!json_object_get(m, "deletionTimestamp") &&
+                json_array_append_new(out->remove, json_string(str_at(m, "name", NULL))))
+                out->oom = true;
+        }
     }
     bool prev_done = true, followers_ok = base_last < 0;
     out->phase = OP_NODE_IN_PROGRESS;

@@ -44,6 +44,8 @@ extern const char *const op_follower_labels[];
 /* Set beside a nvidia.com/mig.config the operator wrote as the default, so that removing the
  * operator removes only the label it added. */
 #define OP_MIG_DEFAULT_ANN "nvidia.com/gpu-operator.mig-config-default"
+/* Set on a node a driver upgrade cordoned, so that only the operator's cordon is undone. */
+#define OP_CORDONED_ANN "nvidia.com/gpu-driver-upgrade.cordoned-by-operator"
 
 /* What the operator wants of the cluster for this node's gating (from the ClusterPolicy). */
 typedef struct op_gate_policy {

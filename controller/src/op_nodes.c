@@ -501,7 +501,6 @@ static void explain_mig_failure(op_controller *c, const json_t *node, const json
 /* ---- the driver upgrade (OnDelete driver DaemonSet, NVIDIA's upgrade-state label) ---- */
 
 #define UPGRADE_LABEL "nvidia.com/gpu-driver-upgrade-state"
-#define CORDONED_ANN  "nvidia.com/gpu-driver-upgrade.cordoned-by-operator"
 
 /* Whether the operator upgrades this node's driver: its driver is on and the user does not
  * keep it off there (a preinstalled driver is not ours to cordon). */
@@ -650,7 +649,7 @@ static long driver_upgrade(op_controller *c, const json_t *node, const json_t *p
         next = "pod-restart-required";
         if (!json_is_true(uns))
             extra = json_pack("{s:{s:b}, s:{s:{s:s}}}", "spec", "unschedulable", 1, "metadata",
-                              "annotations", CORDONED_ANN, "true");
+                              "annotations", OP_CORDONED_ANN, "true");
     } else if (!strcmp(st, "pod-restart-required")) {
         if (!outdated && driver_pod)
             next = "validation-required";
@@ -673,10 +672,11 @@ static long driver_upgrade(op_controller *c, const json_t *node, const json_t *p
             next = "uncordon-required";
     } else if (!strcmp(st, "uncordon-required")) {
         next = "upgrade-done";
-        if (json_string_value(json_object_get(
-                json_object_get(json_object_get(node, "metadata"), "annotations"), CORDONED_ANN)))
+        if (json_string_value(
+                json_object_get(json_object_get(json_object_get(node, "metadata"), "annotations"),
+                                OP_CORDONED_ANN)))
             extra = json_pack("{s:{s:b}, s:{s:{s:n}}}", "spec", "unschedulable", 0, "metadata",
-                              "annotations", CORDONED_ANN);
+                              "annotations", OP_CORDONED_ANN);
     }
     if (!next)
         return -1;

@@ -18,6 +18,11 @@ const json_t *op_policy_active(const json_t *items)
     const json_t *p;
     json_array_foreach(items, i, p)
     {
+        /* Once ignored, always ignored: the active one going (helm uninstall deletes it just
+         * before the operator) must not hand the cluster to another. */
+        const char *st = json_string_value(json_object_get(json_object_get(p, "status"), "state"));
+        if (st && !strcmp(st, "ignored"))
+            continue;
         if (!best) {
             best = p;
             continue;

@@ -14,7 +14,8 @@
 #define OP_FINALIZER "nvidia.com/gpu-operator"
 
 /* The active policy among `items` (an array of ClusterPolicy objects): the oldest by
- * creationTimestamp, the name breaking ties; NULL when the array is empty. Borrowed. */
+ * creationTimestamp, the name breaking ties, of those not marked ignored (status.state): one
+ * ignored stays so after the active one is deleted. NULL when there is none. Borrowed. */
 const json_t *op_policy_active(const json_t *items);
 
 /* A component section's `enabled` (def when absent or not a boolean). */

@@ -277,6 +277,43 @@ Test(policy, oldest_is_active)
     json_decref(empty);
 }
 
+Test(policy, an_ignored_one_never_becomes_active)
+{
+    json_t *items = yaml("- metadata: {name: second, creationTimestamp: \"2026-01-02T00:00:00Z\"}\n"
+                         "  status: {state: ignored}\n");
+    cr_assert_null(op_policy_active(items), "the active one was deleted: no other takes over");
+    json_array_append_new(items, yaml("metadata: {name: third, creationTimestamp: "
+                                      "\"2026-01-03T00:00:00Z\"}\n"));
+    cr_assert_str_eq(json_string_value(json_object_get(
+                         json_object_get(op_policy_active(items), "metadata"), "name")),
+                     "third");
+    json_decref(items);
+}
+
+Test(gate, a_stage_switched_off_removes_its_validation_pods)
+{
+    op_gate_policy p = policy();
+    json_t *n = gpu_node("", "nvidia.com/gpu: \"8\"");
+    op_gate_in in = {.node = n};
+    op_gate_out out;
+    json_t *drv = ready_pod("d1");
+    in.stage[OP_STAGE_DRIVER].operand_pod = drv;
+    op_gate_node(&p, &in, &out, NULL);
+    json_t *vp = validation_succeeded(&out, &in, OP_STAGE_DRIVER);
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(json_array_size(out.remove), 0, "an enabled stage keeps its passed validation");
+    op_gate_out_clear(&out);
+    p.enabled[OP_STAGE_DRIVER] = false;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(json_array_size(out.remove), 1);
+    cr_assert_str_eq(json_string_value(json_array_get(out.remove, 0)),
+                     json_string_value(json_object_get(json_object_get(vp, "metadata"), "name")));
+    op_gate_out_clear(&out);
+    json_decref(vp);
+    json_decref(drv);
+    json_decref(n);
+}
+
 Test(gate, single_strategy_with_mixed_profiles_is_a_failure_with_advice)
 {
     op_gate_policy p = policy();

@@ -449,6 +449,15 @@ static void mig_manager(step *s)
         want_again(s, s->now + 50);
         return;
     }
+    if (!pod && n->mm != MM_REBOOTING) {
+        /* The MIG manager's process ends with its pod: the change stops where it was, the
+         * node's labels as they are (pending, clients paused); a new pod starts it over. */
+        kc_info("MIG manager gone mid-change", "node=%s config=%s", n->name, n->mm_target);
+        n->mm = MM_IDLE;
+        n->mm_paused = 0;
+        n->mm_have_handled = false;
+        return;
+    }
     if (n->mm == MM_WAIT_CLIENTS) {
         static const ns_operand clients[] = {NS_OP_DEVICE_PLUGIN, NS_OP_GFD, NS_OP_DCGM,
                                              NS_OP_DCGM_EXPORTER, NS_OP_MPS};

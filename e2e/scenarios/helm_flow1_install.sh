@@ -88,8 +88,7 @@ assert_contains "the hook pod re-applied it" "clusterpolicies.nvidia.com configu
 assert_eq "still ready" "ready" "$(cp_state)"
 
 step "helm uninstall: the operands and node labels go before the operator"
-h uninstall gpu-operator -n gpu-operator --wait --timeout 90s >"$E2E_DIR/uninstall.out" 2>&1 ||
-    { cat "$E2E_DIR/uninstall.out" >&2; fail "helm uninstall"; }
+chart_uninstall
 assert_eq "ClusterPolicy gone" "" "$(k get clusterpolicy -o name)"
 assert_contains "the pre-delete hook waited for the finalizer" "clusterpolicy.nvidia.com/cluster-policy gone" \
     "$(cat "$E2E_DIR/logs/gpu-operator_gpu-operator-cleanup_cleanup.log")"

@@ -10,9 +10,7 @@ source "$E2E_ROOT/lib_chart.sh"
 cd "$REPO_ROOT"
 
 chart_cluster_up "$E2E_ROOT/testdata/fleet-nodesim.yaml" --nodesim --mig-apply-ms=2000
-h install gpu-operator charts/gpu-operator -n gpu-operator --create-namespace \
-    --set mig.strategy=mixed "${PORT_FLAGS[@]}" --wait --timeout 90s >/dev/null
-until_eq "ready" "ready" 120 cp_state
+chart_install_ready --set mig.strategy=mixed
 NODE=p4d-0
 
 step "kubectl label nodes \$NODE nvidia.com/mig.config=all-1g.5gb --overwrite"

@@ -3,7 +3,8 @@
 # (maxParallelUpgrades 1) through NVIDIA's nvidia.com/gpu-driver-upgrade-state labels: cordon,
 # driver pod replaced from the new template, driver validated again, uncordon, upgrade-done; the
 # ClusterPolicy is ready again with every driver pod on the new image. With autoUpgrade false the
-# nodes are only marked upgrade-required.
+# nodes are only marked upgrade-required. Deleting the ClusterPolicy mid-upgrade uncordons the
+# node the operator cordoned (not one the user cordoned) and removes the upgrade labels.
 source "$(dirname "$0")/../lib.sh"
 source "$E2E_ROOT/lib_gpu.sh"
 source "$E2E_ROOT/lib_operator.sh"
@@ -54,4 +55,17 @@ assert_eq "nothing pending" "0" "$(metric gpu_operator_nodes_upgrades_pending)"
 assert_eq "nothing in progress" "0" "$(metric gpu_operator_nodes_upgrades_in_progress)"
 assert_eq "nothing failed" "0" "$(metric gpu_operator_nodes_upgrades_failed)"
 assert_contains "Events" "DriverUpgrade" "$(k get events -A --field-selector reason=DriverUpgrade -o jsonpath='{.items[*].reason}')"
+step "deleting the ClusterPolicy mid-upgrade: the operator's cordon is undone, the user's stays"
+k cordon t4-0 >/dev/null
+k patch clusterpolicy cluster-policy --type merge -p '{"spec":{"driver":{"version":"570.86.15"}}}' >/dev/null
+cordoned_by_operator() {
+    k get nodes -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.annotations.nvidia\.com/gpu-driver-upgrade\.cordoned-by-operator}{"\n"}{end}' | sed -n 's/=true$//p' | tr '\n' ' '
+}
+end=$((SECONDS + 60))
+until [ -n "$(cordoned_by_operator)" ] || [ $SECONDS -ge $end ]; do sleep 0.1; done
+[ -n "$(cordoned_by_operator)" ] || fail "no node cordoned by the upgrade"
+k delete clusterpolicy cluster-policy --timeout=60s >/dev/null
+assert_eq "only the user's cordon left" "t4-0" "$(k get nodes -o jsonpath='{.items[?(@.spec.unschedulable==true)].metadata.name}')"
+assert_eq "no cordon annotation" "" "$(cordoned_by_operator)"
+assert_eq "no upgrade state" "" "$(k get nodes -o jsonpath='{.items[*].metadata.labels.nvidia\.com/gpu-driver-upgrade-state}')"
 echo "PASS operator_driver_upgrade"

@@ -93,13 +93,7 @@ assert_eq "one validation pod per node, state and resource" "" "$dups"
 assert_eq "DaemonSets (no duplicates)" "$(k get ds -n gpu-operator -o name | sort -u | wc -l)" "$(k get ds -n gpu-operator -o name | wc -l)"
 
 step "a second ClusterPolicy is ignored"
-k apply -f - >/dev/null <<'YAML'
-apiVersion: nvidia.com/v1
-kind: ClusterPolicy
-metadata: {name: second}
-spec: {}
-YAML
-until_eq "second ignored" "ignored" 30 k get clusterpolicy second -o jsonpath='{.status.state}'
+second_policy_ignored
 assert_contains "says which is active" "cluster-policy" \
     "$(k get clusterpolicy second -o jsonpath='{.status.conditions[0].message}')"
 k delete clusterpolicy second >/dev/null
