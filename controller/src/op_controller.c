@@ -952,9 +952,9 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
      * time and nothing is multiplexed: the pipe keeps its own thread and keep-alive connections,
      * which the benchmark measured answering writes sooner (bench/README.md, tenth pass). The
      * core group's discovery tells which protocol the server speaks. */
-    kc_request probe = {.method = "GET", .path = "/api"};
+    kc_request probe = {.method = "GET", .path = "/api/v1"};
     if ((rc = kc_client_do(c->api, &probe, NULL, err)) != KC_OK) {
-        kc_err_prefix(err, "discovering the core API");
+        kc_err_prefix(err, "discovering core/v1");
         goto out;
     }
     bool on_loop = kc_client_multiplexed(c->api);
