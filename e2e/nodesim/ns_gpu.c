@@ -187,7 +187,7 @@ kc_code ns_gpu_layout_place(const ns_gpu_model *model, const int *counts, int *p
 {
     if (!model || !counts)
         return kc_err_set(err, KC_EARG, "ns_gpu_layout_fits: model and counts are required");
-    instance in[64];
+    instance in[64] = {0};
     size_t n = 0;
     int compute = 0, media = 0;
     for (size_t i = 0; i < model->n_profiles; i++) {
@@ -219,7 +219,7 @@ kc_code ns_gpu_layout_place(const ns_gpu_model *model, const int *counts, int *p
             in[j - 1] = t;
         }
     }
-    int start[64];
+    int start[64] = {0};
     if (!place(in, 0, n, 0, start)) {
         /* The instance NVML refuses: the first one that no longer finds a free placement when
          * they are created in that order. */
