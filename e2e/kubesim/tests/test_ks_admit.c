@@ -721,7 +721,7 @@ Test(ks_admit, resource_names)
             "\"nvidia.com/mig-1g.5gb+me\": " QNAME_MSG
             ", spec.containers[0].resources.requests[nvidia.com/mig-1g.5gb+me]: Invalid value: "
             "\"nvidia.com/mig-1g.5gb+me\": doesn't follow extended resource name standard]");
-    ok("", "Pod",
-       J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c','image':'i',"
-         "'resources':{'limits':{'nvidia.com/mig-1g.5gb.me':'1'}}}]}}"));
+    json_decref(ok("", "Pod",
+                   J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c','image':'i',"
+                     "'resources':{'limits':{'nvidia.com/mig-1g.5gb.me':'1'}}}]}}")));
 }
