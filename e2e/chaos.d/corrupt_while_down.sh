@@ -2,7 +2,7 @@
 # Chaos: the cluster corrupted behind the operator's back while it is down (and a check of the
 # checker itself): on a ready cluster, with the operator stopped, a DaemonSet is deleted, another's
 # template hash annotation is tampered with, a validation pod is duplicated and a node's deploy
-# label is flipped. The checker must see each (lost, duplicated, wrong) and the fresh-operator
+# label is removed (a `false` would be the user's opt-out, which the operator keeps). The checker must see each (lost, duplicated, wrong) and the fresh-operator
 # cross-check the tampered hash; the restarted operator must then repair all of it (the duplicate
 # validation pod included: it carries the operator's labels and owner).
 source "$(dirname "$0")/../lib.sh"
@@ -22,7 +22,7 @@ chaos_converge 120 || fail "the cluster did not converge before the corruption"
 operator_stop
 k delete ds -n gpu-operator nvidia-dcgm-exporter >/dev/null
 k annotate ds -n gpu-operator nvidia-device-plugin-daemonset nvidia.com/last-applied-hash=tampered --overwrite >/dev/null
-k label node t4-0 nvidia.com/gpu.deploy.gpu-feature-discovery=false --overwrite >/dev/null
+k label node t4-0 nvidia.com/gpu.deploy.gpu-feature-discovery- >/dev/null
 orig=$(k get pods -n gpu-operator -l nvidia.com/gpu-operator.validation=driver,nvidia.com/gpu-operator.node=p4d-0 -o jsonpath='{.items[0].metadata.name}')
 k get pod -n gpu-operator "$orig" -o json | python3 -c '
 import json, sys
@@ -39,7 +39,7 @@ cat "$E2E_DIR/chaos-findings"
 findings=$(cat "$E2E_DIR/chaos-findings")
 assert_contains "deleted DaemonSet" "lost: DaemonSet nvidia-dcgm-exporter" "$findings"
 assert_contains "duplicated validation pod" "duplicated: validation pods for node p4d-0 stage driver: 2" "$findings"
-assert_contains "flipped label" "wrong: node t4-0: label nvidia.com/gpu.deploy.gpu-feature-discovery=false" "$findings"
+assert_contains "removed label" "lost: node t4-0: label nvidia.com/gpu.deploy.gpu-feature-discovery=None" "$findings"
 detected="lost $CHAOS_LOST, duplicated $CHAOS_DUP, wrong $CHAOS_WRONG"
 
 step "the fresh-operator cross-check sees the deleted DaemonSet and the tampered hash"
