@@ -248,10 +248,6 @@ void kc__pipe_wake(kc_pipe *p);
 void kc__pipe_loop_run(kc_pipe *p);
 /* HTTP/1.1 seen on the loop: the pipe's transfers in flight stop waiting (kc__xfer_unwait). */
 void kc__pipe_unwait(kc_pipe *p);
-/* The loop goes away under a pipe running on it (kc_client_detach_loop): everything it holds
- * fails with KC_ECANCELED and its loop handles close; it stays usable for nothing but
- * kc_pipe_free. */
-void kc__pipe_loop_detach(kc_pipe *p);
 
 /* Reads the CA, client certificate and key files again when they changed on disk (at most once
  * a second); on a read failure the previous contents stay and a warning is logged. */

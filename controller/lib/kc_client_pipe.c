@@ -80,7 +80,6 @@ struct kc_pipe {
     uv_async_t *wake;         /* on the loop: new requests, cancel, stop */
     uv_timer_t *limit;        /* on the loop: the rate limiter's next start */
     bool dirty;               /* on the loop: answers arrived since the last run */
-    bool stopped;             /* on the loop: everything failed, nothing more is taken */
     int conns;                /* HTTP/1.1 connections it may use */
     bool multiplexed;         /* an answer came over HTTP/2 */
     int nslots;
@@ -453,8 +452,8 @@ static void on_limit(uv_timer_t *t);
 /* One round on the loop's thread: new requests in, what may start started, callbacks run. */
 static void loop_round(kc_pipe *p)
 {
-    if (p->stopped)
-        return;
+    if (!p->lc)
+        return; /* stopped: its loop handles are closing */
     p->dirty = false;
     if (take_inbox(p) || kc_client_cancelled(p->c)) {
         /* The client's stop token: nothing more goes out, everything held fails now. */
@@ -513,18 +512,12 @@ static void loop_stop(kc_pipe *p)
     take_inbox(p);
     cancel_all(p);
     run_callbacks(p);
-    p->stopped = true;
     uv_close((uv_handle_t *)p->wake, free_handle);
     uv_close((uv_handle_t *)p->limit, free_handle);
     p->wake = NULL;
     p->limit = NULL;
     p->lc->pipe = NULL;
     p->lc = NULL;
-}
-
-void kc__pipe_loop_detach(kc_pipe *p)
-{
-    loop_stop(p);
 }
 
 void kc__pipe_wake(kc_pipe *p)

@@ -450,7 +450,7 @@ void kc__stream_detach(kc_client *c)
     c->lc = NULL; /* kc_client_cancel no longer wakes this loop */
     pthread_mutex_unlock(&c->mu);
     if (lc->pipe) /* its transfers are in the multi handle about to go */
-        kc__pipe_loop_detach(lc->pipe);
+        kc_pipe_stop(lc->pipe);
     while (lc->streams)
         stream_destroy(lc->streams);
     /* Closes what connections are left; their sockets' polls close through socket_cb. */

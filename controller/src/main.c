@@ -62,6 +62,15 @@ static void usage(FILE *f)
         "KC_LOG_TIME, the defaults of the three log flags.\n");
 }
 
+/* A flag value its parser refused (parsed < 0): says so and what the flag takes. */
+static bool bad_value(const char *flag, const char *arg, int parsed, const char *want)
+{
+    if (parsed >= 0)
+        return false;
+    fprintf(stderr, "gpu-operator: --%s: \"%s\" is not %s\n", flag, arg, want);
+    return true;
+}
+
 static op_controller *g_ctl;
 static atomic_bool g_leading, g_stop, g_lost;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -224,34 +233,23 @@ int main(int argc, char **argv)
             return 0;
         case O_LOG_LEVEL: {
             int l = kc_log_parse_level(optarg);
-            if (l < 0) {
-                fprintf(stderr,
-                        "gpu-operator: --log-level: \"%s\" is not one of debug, info, warn, "
-                        "error, off\n",
-                        optarg);
+            if (bad_value("log-level", optarg, l, "one of debug, info, warn, error, off"))
                 return 2;
-            }
             kc_log_set_level((kc_log_level)l);
             break;
         }
         case O_LOG_FORMAT: {
             int f = kc_log_parse_format(optarg);
-            if (f < 0) {
-                fprintf(stderr, "gpu-operator: --log-format: \"%s\" is not text or json\n", optarg);
+            if (bad_value("log-format", optarg, f, "text or json"))
                 return 2;
-            }
             kc_log_set_format((kc_log_format)f);
             break;
         }
         case O_LOG_TIME: {
             int t = kc_log_parse_time_encoding(optarg);
-            if (t < 0) {
-                fprintf(stderr,
-                        "gpu-operator: --log-time-encoding: \"%s\" is not one of rfc3339, "
-                        "rfc3339nano, iso8601, epoch, millis, nano\n",
-                        optarg);
+            if (bad_value("log-time-encoding", optarg, t,
+                          "one of rfc3339, rfc3339nano, iso8601, epoch, millis, nano"))
                 return 2;
-            }
             kc_log_set_time_encoding((kc_log_time)t);
             break;
         }

@@ -70,7 +70,8 @@ typedef struct kv {
     char *val; /* malloc'd */
 } kv;
 
-/* Decodes the escapes both formats use (\" \\ \n \r \t \uXXXX as UTF-8). */
+/* Decodes the escapes both formats use (\" \\ \n \r \t, and \u with four hex digits as
+ * UTF-8). */
 static size_t unescape_into(const char *p, size_t n, char *out)
 {
     size_t o = 0;
