@@ -150,6 +150,7 @@ void kl_runs_changed(struct ks_kubelet *kl);
 
 /* ks_kubelet_node.c */
 kl_node *kl_node_get(struct ks_kubelet *kl, const char *name);
+void kl_node_refresh_devices(struct ks_kubelet *kl, kl_node *n);
 void kl_node_event(struct ks_kubelet *kl, ks_event_type type, json_t *obj);
 void kl_node_sync(struct ks_kubelet *kl, json_t *items);
 void kl_heartbeat(uv_timer_t *t);

@@ -219,6 +219,34 @@ static void node_ip(const json_t *obj, char *buf, size_t size)
 }
 
 /* Upserts the cache entry of obj; *was_new / *ready_changed tell what happened. */
+/* What the node's device plugins offer (allocatable) and refuse in Allocate (nodesim publishes
+ * it as an annotation). */
+static void set_devices(kl_node *n, const json_t *obj)
+{
+    json_decref(n->allocatable);
+    n->allocatable = json_incref(json_object_get(json_object_get(obj, "status"), "allocatable"));
+    const char *limits = str_at(obj, "metadata", "annotations", KL_ALLOCATE_LIMITS);
+    json_decref(n->alloc_limits);
+    n->alloc_limits = limits ? json_loads(limits, 0, NULL) : NULL;
+    if (n->alloc_limits && !json_is_object(n->alloc_limits)) {
+        json_decref(n->alloc_limits);
+        n->alloc_limits = NULL;
+    }
+}
+
+/* A real kubelet's device manager is the source of the node's allocatable, so it never admits
+ * against an older view than the API server shows. Here the node's devices are published by
+ * nodesim and reach the kubelet on a watch thread of their own, which can run behind the pods'
+ * watch: before refusing a pod the kubelet reads the node's devices as stored now. */
+void kl_node_refresh_devices(struct ks_kubelet *kl, kl_node *n)
+{
+    json_t *obj = NULL;
+    if (ks_get(kl->st, kl->t_nodes, NULL, n->name, &obj, NULL) != KC_OK)
+        return;
+    set_devices(n, obj);
+    json_decref(obj);
+}
+
 static kl_node *node_put(struct ks_kubelet *kl, const json_t *obj, bool *was_new,
                          bool *ready_changed)
 {
@@ -255,16 +283,7 @@ static kl_node *node_put(struct ks_kubelet *kl, const json_t *obj, bool *was_new
     snprintf(n->boot_id, sizeof(n->boot_id), "%s", boot ? boot : "");
     n->ready = ready;
     node_ip(obj, n->ip, sizeof(n->ip));
-    json_decref(n->allocatable);
-    n->allocatable = json_incref(json_object_get(json_object_get(obj, "status"), "allocatable"));
-    /* What the node's device plugins refuse in Allocate (nodesim publishes it). */
-    const char *limits = str_at(obj, "metadata", "annotations", KL_ALLOCATE_LIMITS);
-    json_decref(n->alloc_limits);
-    n->alloc_limits = limits ? json_loads(limits, 0, NULL) : NULL;
-    if (n->alloc_limits && !json_is_object(n->alloc_limits)) {
-        json_decref(n->alloc_limits);
-        n->alloc_limits = NULL;
-    }
+    set_devices(n, obj);
     return n;
 }
 

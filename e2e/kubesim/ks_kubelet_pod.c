@@ -216,11 +216,17 @@ static bool ext_admit(kl_pod *p, kl_node *n)
     }
     const char *k;
     json_t *v;
+    bool refreshed = false;
     json_object_foreach(req, k, v)
     {
         double want = json_real_value(v);
         double cap = kl_qty(json_object_get(n->allocatable, k));
         double used = kl_qty(json_object_get(n->used, k));
+        if (used + want > cap && !refreshed) {
+            kl_node_refresh_devices(p->kl, n);
+            refreshed = true;
+            cap = kl_qty(json_object_get(n->allocatable, k));
+        }
         if (used + want > cap) {
             char reason[300], msg[600];
             snprintf(reason, sizeof(reason), "OutOf%s", k);

@@ -390,6 +390,44 @@ Test(kubelet, extended_resources_beyond_the_node_fail_the_pod)
     json_decref(p);
 }
 
+static kc_code set_gpus(void *ud, json_t *obj, kc_err *err)
+{
+    (void)err;
+    char n[16];
+    snprintf(n, sizeof(n), "%d", *(const int *)ud);
+    json_t *st = json_object_get(obj, "status");
+    json_object_set_new(json_object_get(st, "capacity"), "nvidia.com/gpu", json_string(n));
+    json_object_set_new(json_object_get(st, "allocatable"), "nvidia.com/gpu", json_string(n));
+    return KC_OK;
+}
+
+/* A device plugin's new devices count for a pod created right after they were published: the
+ * kubelet never admits against an older view of the node than the API server shows. */
+Test(kubelet, a_pod_created_right_after_new_devices_is_admitted)
+{
+    start(0, 0);
+    add_node("{\"metadata\":{\"name\":\"g2\"}}");
+    const ks_rtype *tn = ks_store_type(S->store, "", "v1", "nodes");
+    const char *fmt = "{\"metadata\":{\"name\":\"%s\"},\"spec\":{\"nodeName\":\"g2\","
+                      "\"containers\":[{\"name\":\"c\",\"image\":\"cuda\",\"resources\":"
+                      "{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}";
+    enum { N = 40 };
+    for (int i = 1; i <= N; i++) {
+        kc_err e = {0};
+        cr_assert_eq(ks_mutate(S->store, tn, NULL, "g2", KS_WRITE_STATUS, set_gpus, &i, NULL, &e),
+                     KC_OK, "%s", e.msg);
+        char name[16], buf[512];
+        snprintf(name, sizeof(name), "p%d", i);
+        snprintf(buf, sizeof(buf), fmt, name);
+        create("pods", buf);
+    }
+    for (int i = 1; i <= N; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "p%d", i);
+        json_decref(wait_pod(name, phase_is, "Running", "Running"));
+    }
+}
+
 static kc_code set_node_ready(void *ud, json_t *obj, kc_err *err)
 {
     size_t i;
