@@ -286,8 +286,11 @@ static void handle_error(kc_informer *inf, kc_code code, const kc_err *err, bool
     }
     count(inf, &inf->stats.errors);
     long d = next_backoff(inf);
-    kc_warn(in_list ? "list failed" : "watch failed", "informer=%s code=%s backoff_ms=%ld error=%s",
-            inf->name, kc_code_name(code), d, msg);
+    /* Canceled: the client is stopping (SIGTERM, a lost Lease), an ordinary end that the
+     * informer's own stop follows; not worth a warning. */
+    kc_log(code == KC_ECANCELED ? KC_LOG_DEBUG : KC_LOG_WARN,
+           in_list ? "list failed" : "watch failed", "informer=%s code=%s backoff_ms=%ld error=%s",
+           inf->name, kc_code_name(code), d, msg);
     /* A list that failed halfway starts over: pages of different lists cannot be mixed. */
     schedule(inf, d, in_list || !inf->rv ? ACT_LIST : ACT_WATCH);
 }

@@ -377,7 +377,9 @@ static int parse_fields(const char *fmt, va_list *ap, field *fs, int max)
         if (quoted && *p == '"')
             p++;
         f->val[f->vlen] = '\0';
-        nf++;
+        /* An empty fields text ("%s" of "") is no field at all. */
+        if (f->klen != 1 || f->key[0] != '_' || f->vlen != 0)
+            nf++;
     }
     return nf;
 }

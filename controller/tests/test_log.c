@@ -352,3 +352,19 @@ Test(log, off_writes_nothing)
     cr_assert_str_eq(out, "");
     free(out);
 }
+
+Test(log, an_empty_fields_text_adds_no_field)
+{
+    char line[512];
+    kc_log_set_format(KC_LOG_JSON);
+    kc_log_format_linef(line, sizeof(line), KC_LOG_WARN, "leadership lost; stopping", "%s", "");
+    json_t *o = json_loads(line, 0, NULL);
+    cr_assert_not_null(o, "%s", line);
+    cr_assert_eq(json_object_size(o), 3, "ts, level and msg only: %s", line);
+    json_decref(o);
+    kc_log_set_format(KC_LOG_TEXT);
+    kc_log_format_linef(line, sizeof(line), KC_LOG_WARN, "m", "%s", "");
+    cr_assert_null(strstr(line, "_="), "%s", line);
+    kc_log_format_linef(line, sizeof(line), KC_LOG_WARN, "m", "%s", "bare");
+    cr_assert_not_null(strstr(line, "_=bare"), "a bare value keeps its key: %s", line);
+}
