@@ -10,8 +10,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kc_err err;
     if (ns_dpconfig_parse((const char *)data, size, "fuzz", &cfg, &err) != KC_OK)
         return 0;
-    const ns_gpu_model *a100 = ns_gpu_find("A100-SXM4-40GB");
-    ns_mp_gpu_state states[2] = {{0}};
+    const kc_gpu_model *a100 = kc_gpu_find("A100-SXM4-40GB");
+    kc_mp_gpu_state states[2] = {{0}};
     states[1].mig_enabled = 1;
     states[1].counts[0] = 7;
     for (int s = NS_MIG_NONE; s <= NS_MIG_MIXED; s++) {

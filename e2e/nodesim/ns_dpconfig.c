@@ -386,7 +386,7 @@ static kc_code add_count(json_t *res, const char *name, json_int_t n)
 }
 
 /* The single strategy: every GPU in the same MIG mode, and every MIG device of one profile. */
-static kc_code single_count(const ns_gpu_model *model, size_t n_gpus, const ns_mp_gpu_state *mig,
+static kc_code single_count(const kc_gpu_model *model, size_t n_gpus, const kc_mp_gpu_state *mig,
                             json_int_t *out, kc_err *err)
 {
     size_t enabled = 0;
@@ -404,7 +404,7 @@ static kc_code single_count(const ns_gpu_model *model, size_t n_gpus, const ns_m
                           "GPUs have MIG enabled",
                           enabled, n_gpus);
     for (size_t g = 0; g < n_gpus; g++) {
-        for (size_t i = 0; i < model->n_profiles && i < NS_GPU_MAX_PROFILES; i++) {
+        for (size_t i = 0; i < model->n_profiles && i < KC_GPU_MAX_PROFILES; i++) {
             if (mig[g].counts[i] <= 0)
                 continue;
             if (profile >= 0 && profile != (int)i)
@@ -432,8 +432,8 @@ static const char *shared_name(const ns_dp_sharing *sh, const ns_dp_resource *r,
     return buf;
 }
 
-kc_code ns_dp_advertise(const ns_dpconfig *cfg, ns_mig_strategy strategy, const ns_gpu_model *model,
-                        size_t n_gpus, const ns_mp_gpu_state *mig, json_t **resources_out,
+kc_code ns_dp_advertise(const ns_dpconfig *cfg, ns_mig_strategy strategy, const kc_gpu_model *model,
+                        size_t n_gpus, const kc_mp_gpu_state *mig, json_t **resources_out,
                         kc_err *err)
 {
     kc_code rc = KC_OK;
@@ -470,13 +470,13 @@ kc_code ns_dp_advertise(const ns_dpconfig *cfg, ns_mig_strategy strategy, const 
                 rc = add_count(res, "nvidia.com/gpu", 1);
                 continue;
             }
-            for (size_t i = 0; rc == KC_OK && i < model->n_profiles && i < NS_GPU_MAX_PROFILES;
+            for (size_t i = 0; rc == KC_OK && i < model->n_profiles && i < KC_GPU_MAX_PROFILES;
                  i++) {
                 char name[96], mn[64];
                 if (mig[g].counts[i] <= 0)
                     continue;
                 snprintf(name, sizeof(name), "nvidia.com/mig-%s",
-                         ns_gpu_mig_name(&model->profiles[i], mn, sizeof(mn)));
+                         kc_gpu_mig_name(&model->profiles[i], mn, sizeof(mn)));
                 rc = add_count(res, name, mig[g].counts[i]);
             }
         }

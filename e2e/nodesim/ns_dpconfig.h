@@ -7,8 +7,8 @@
 #include <stddef.h>
 
 #include "kc_error.h"
-#include "ns_gpu.h"
-#include "ns_migparted.h"
+#include "kc_gpu.h"
+#include "kc_migparted.h"
 
 typedef enum ns_mig_strategy {
     NS_MIG_NONE = 0,
@@ -74,8 +74,8 @@ kc_code ns_dpconfig_select_key(const json_t *data, const char *label, const char
  * KC_EINVALID when the single strategy's rule is broken (GFD then reports MIG-INVALID and nothing
  * is advertised), MPS is combined with the mixed strategy (refused at start, whatever the GPUs)
  * or MPS would share MIG devices (single strategy on MIG-enabled GPUs). */
-kc_code ns_dp_advertise(const ns_dpconfig *cfg, ns_mig_strategy strategy, const ns_gpu_model *model,
-                        size_t n_gpus, const ns_mp_gpu_state *mig, json_t **resources_out,
+kc_code ns_dp_advertise(const ns_dpconfig *cfg, ns_mig_strategy strategy, const kc_gpu_model *model,
+                        size_t n_gpus, const kc_mp_gpu_state *mig, json_t **resources_out,
                         kc_err *err);
 
 /* What the device plugin's Allocate refuses under failRequestsGreaterThanOne (time-slicing

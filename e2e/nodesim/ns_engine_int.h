@@ -16,7 +16,7 @@
 #include "kc_workqueue.h"
 #include "ns_engine.h"
 #include "ns_fault.h"
-#include "ns_migparted.h"
+#include "kc_migparted.h"
 #include "ns_operand.h"
 
 #define NS_MAX_GPUS 16
@@ -31,7 +31,7 @@ typedef struct ns_simnode {
     unsigned index;
     char *fault_spec; /* the annotation value last parsed */
     ns_faults faults;
-    ns_mp_gpu_state mig[NS_MAX_GPUS];  /* the GPUs' MIG state (the "hardware") */
+    kc_mp_gpu_state mig[NS_MAX_GPUS];  /* the GPUs' MIG state (the "hardware") */
     char op_uid[NS_OP_COUNT][64];      /* the Running pod of each operand, "" when none */
     uint64_t op_since[NS_OP_COUNT];    /* when it was first seen Running */
     char crashed_uid[NS_OP_COUNT][64]; /* the operand pod whose status says it crash-loops */
@@ -41,7 +41,7 @@ typedef struct ns_simnode {
     char mm_handled[128]; /* the config last driven to success/failed */
     char mm_pod_uid[64];  /* for that MIG manager pod */
     char mm_target[128];
-    ns_mp_gpu_state mm_new[NS_MAX_GPUS];
+    kc_mp_gpu_state mm_new[NS_MAX_GPUS];
     /* Why creating the instances will fail (a layout NVML cannot place, a profile the GPU lacks):
      * as with mig-parted, known only once applying, after pending; "" when it will not. */
     char mm_apply_err[512];

@@ -181,9 +181,9 @@ static void known_models(char *buf, size_t size)
 {
     size_t off = 0;
     buf[0] = '\0';
-    for (size_t m = 0; m < ns_gpu_model_count() && off < size; m++)
+    for (size_t m = 0; m < kc_gpu_model_count() && off < size; m++)
         off += (size_t)snprintf(buf + off, size - off, "%s%s", m ? ", " : "",
-                                ns_gpu_model_at(m)->name);
+                                kc_gpu_model_at(m)->name);
 }
 
 static kc_code parse_group(const json_t *e, size_t i, ns_fleet_group *g, kc_err *err)
@@ -238,7 +238,7 @@ static kc_code parse_group(const json_t *e, size_t i, ns_fleet_group *g, kc_err 
         const char *model = json_string_value(gv);
         if (!model)
             return kc_err_set(err, KC_EINVALID, "nodes[%zu].gpu: expected a GPU model name", i);
-        if (!(g->model = ns_gpu_find(model))) {
+        if (!(g->model = kc_gpu_find(model))) {
             char known[1024];
             known_models(known, sizeof(known));
             return kc_err_set(err, KC_EINVALID,

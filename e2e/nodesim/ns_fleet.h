@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "kc_error.h"
-#include "ns_gpu.h"
+#include "kc_gpu.h"
 
 /* How a host component is provided on a node: by the operator's container (the default) or
  * already installed on the host (the operand's pod is then not needed). */
@@ -19,7 +19,7 @@ typedef struct ns_fleet_group {
                                   when the group has no count */
     bool has_count;            /* count was given */
     int count;                 /* nodes in the group (1 without count) */
-    const ns_gpu_model *model; /* NULL: CPU-only nodes */
+    const kc_gpu_model *model; /* NULL: CPU-only nodes */
     int gpus;                  /* GPUs per node (0 on CPU-only nodes) */
     char *cpu, *memory, *pods; /* capacity quantities */
     char *runtime;             /* nodeInfo.containerRuntimeVersion */

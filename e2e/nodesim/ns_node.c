@@ -191,7 +191,7 @@ static void driver_labels(json_t *l, const char *drv, const char *cuda)
     }
 }
 
-static void profile_labels(json_t *l, const char *prefix, const ns_mig_profile *p, int count)
+static void profile_labels(json_t *l, const char *prefix, const kc_mig_profile *p, int count)
 {
     char k[160];
     snprintf(k, sizeof(k), "%s.count", prefix);
@@ -209,7 +209,7 @@ static void profile_labels(json_t *l, const char *prefix, const ns_mig_profile *
 json_t *ns_gfd_labels(const ns_gfd_input *in)
 {
     json_t *l = json_object();
-    const ns_gpu_model *m = in->model;
+    const kc_gpu_model *m = in->model;
     if (!l || !m)
         return l;
     driver_labels(l, in->driver_version, in->cuda_version);
@@ -224,7 +224,7 @@ json_t *ns_gfd_labels(const ns_gfd_input *in)
             in->sharing && in->sharing->mps.present ? "true" : "false");
 
     /* Totals of MIG devices per profile over the GPUs with MIG enabled. */
-    int totals[NS_GPU_MAX_PROFILES] = {0};
+    int totals[KC_GPU_MAX_PROFILES] = {0};
     int mig_gpus = 0;
     for (int i = 0; in->mig && i < in->n_gpus; i++) {
         if (!in->mig[i].mig_enabled)
@@ -249,10 +249,10 @@ json_t *ns_gfd_labels(const ns_gfd_input *in)
         if (profile < 0)
             valid = 0;
         if (valid) {
-            const ns_mig_profile *pr = &m->profiles[profile];
+            const kc_mig_profile *pr = &m->profiles[profile];
             char mn[64];
             snprintf(prod, sizeof(prod), "%s-MIG-%s", m->product,
-                     ns_gpu_mig_name(pr, mn, sizeof(mn)));
+                     kc_gpu_mig_name(pr, mn, sizeof(mn)));
             product = prod;
             count = totals[profile];
             memory = pr->memory_mib;
@@ -276,7 +276,7 @@ json_t *ns_gfd_labels(const ns_gfd_input *in)
              * mig-1g.5gb.me. */
             char prefix[96], mn[64];
             snprintf(prefix, sizeof(prefix), "nvidia.com/mig-%s",
-                     ns_gpu_mig_name(&m->profiles[p], mn, sizeof(mn)));
+                     kc_gpu_mig_name(&m->profiles[p], mn, sizeof(mn)));
             profile_labels(l, prefix, &m->profiles[p], totals[p]);
             char res[96];
             const char *kind = NULL;

@@ -8,7 +8,7 @@
 #include "kc_error.h"
 #include "ns_dpconfig.h"
 #include "ns_fleet.h"
-#include "ns_migparted.h"
+#include "kc_migparted.h"
 
 /* Annotation on every node nodesim registers: kubesim leaves such nodes' status and heartbeats
  * to nodesim. */
@@ -33,9 +33,9 @@ json_t *ns_node_conditions(int ready, const char *why, const char *now);
 
 /* Inputs of GFD's labels. */
 typedef struct ns_gfd_input {
-    const ns_gpu_model *model;
+    const kc_gpu_model *model;
     int n_gpus;                 /* GPUs present (lost ones excluded) */
-    const ns_mp_gpu_state *mig; /* n_gpus entries, or NULL when MIG is off everywhere */
+    const kc_mp_gpu_state *mig; /* n_gpus entries, or NULL when MIG is off everywhere */
     ns_mig_strategy strategy;   /* GFD's --mig-strategy */
     const ns_dpconfig *sharing; /* the sharing config GFD reads (may be NULL) */
     const char *driver_version; /* "550.90.07" */

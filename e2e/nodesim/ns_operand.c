@@ -376,7 +376,7 @@ bool ns_validation_run(const json_t *pod, const ns_node_view *v, char **log_out)
                 continue;
             char lay[256];
             sb_add(&b, "GPU %d: MIG enabled: %s\n", g,
-                   ns_gpu_layout_str(v->model, v->mig[g].counts, lay, sizeof(lay)));
+                   kc_gpu_layout_str(v->model, v->mig[g].counts, lay, sizeof(lay)));
         }
         int xid_gpu = -1;
         for (int g = 0; g < v->n_gpus && g < NS_FAULT_MAX_GPUS; g++)

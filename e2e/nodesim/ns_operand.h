@@ -8,8 +8,8 @@
 
 #include "ns_dpconfig.h"
 #include "ns_fault.h"
-#include "ns_gpu.h"
-#include "ns_migparted.h"
+#include "kc_gpu.h"
+#include "kc_migparted.h"
 
 typedef enum ns_operand {
     NS_OP_NONE = 0,
@@ -60,9 +60,9 @@ const char *ns_pod_configmap(const json_t *pod, const char *const *names, bool a
 /* What the node can offer a validation pod at the moment it runs. */
 typedef struct ns_node_view {
     const char *node;
-    const ns_gpu_model *model; /* NULL on CPU-only nodes */
+    const kc_gpu_model *model; /* NULL on CPU-only nodes */
     int n_gpus;                /* GPUs present */
-    const ns_mp_gpu_state *mig;
+    const kc_mp_gpu_state *mig;
     bool driver_up, toolkit_up;
     const char *driver_version, *cuda_version;
     const json_t *allocatable; /* node status.allocatable */

@@ -353,21 +353,21 @@ static bool mm_resolve(step *s, const json_t *pod, char *why, size_t why_size)
     const json_t *data =
         cm_data(s, str_at(pod, "metadata", "namespace"), cmname, &cm, why, why_size);
     bool ok = false;
-    ns_migparted *mp = NULL;
+    kc_migparted *mp = NULL;
     kc_err err;
     const char *text = data ? json_string_value(json_object_get(data, key)) : NULL;
     if (data && !text)
         snprintf(why, why_size, "ConfigMap %s has no key %s", cmname, key);
-    else if (text && ns_migparted_parse(text, strlen(text), cmname, &mp, &err) != KC_OK)
+    else if (text && kc_migparted_parse(text, strlen(text), cmname, &mp, &err) != KC_OK)
         snprintf(why, why_size, "%s", err.msg);
     else if (mp) {
-        const ns_gpu_model *models[NS_MAX_GPUS];
+        const kc_gpu_model *models[NS_MAX_GPUS];
         for (int i = 0; i < n->g->gpus && i < NS_MAX_GPUS; i++)
             models[i] = n->g->model;
         memcpy(n->mm_new, n->mig, sizeof(n->mm_new));
         n->mm_apply_err[0] = '\0';
         kc_code rc =
-            ns_migparted_apply(mp, n->mm_target, models, (size_t)n->g->gpus, n->mm_new, &err);
+            kc_migparted_apply(mp, n->mm_target, models, (size_t)n->g->gpus, n->mm_new, &err);
         if (rc == KC_EINVALID) {
             /* The layout is refused when the instances are created: pending first, then failed,
              * the GPUs as they were. */
@@ -380,7 +380,7 @@ static bool mm_resolve(step *s, const json_t *pod, char *why, size_t why_size)
             ok = true;
         }
     }
-    ns_migparted_free(mp);
+    kc_migparted_free(mp);
     json_decref(cm);
     return ok;
 }
@@ -413,7 +413,7 @@ static void mm_delete_validators(step *s)
 static void mig_manager(step *s)
 {
     ns_simnode *n = s->n;
-    const ns_gpu_model *m = n->g->model;
+    const kc_gpu_model *m = n->g->model;
     if (!m || !m->mig_capable)
         return;
     const json_t *pod = s->op_pod[NS_OP_MIG_MANAGER];
@@ -796,7 +796,7 @@ long ns_reconcile_node(ns_engine *e, ns_simnode *n)
 
     /* The GPUs still on the bus and their MIG state. */
     int n_gpus = 0;
-    ns_mp_gpu_state present[NS_MAX_GPUS];
+    kc_mp_gpu_state present[NS_MAX_GPUS];
     for (int i = 0; i < g->gpus && i < NS_MAX_GPUS; i++)
         if (!((n->faults.lost_gpus >> i) & 1u))
             present[n_gpus++] = n->mig[i];

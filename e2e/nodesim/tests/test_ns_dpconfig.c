@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "ns_dpconfig.h"
+#include "ns_migparted.h"
 
 static ns_dpconfig *parse_ok(const char *yaml)
 {
@@ -29,18 +30,18 @@ static json_int_t count(const json_t *res, const char *name)
 }
 
 /* Resolves mig-parted config `name` on n GPUs of `model`. */
-static void resolve(const char *model, size_t n, const char *name, ns_mp_gpu_state *states)
+static void resolve(const char *model, size_t n, const char *name, kc_mp_gpu_state *states)
 {
-    ns_migparted *mp = NULL;
+    kc_migparted *mp = NULL;
     const char *yaml = ns_migparted_default_yaml();
-    const ns_gpu_model *models[8];
+    const kc_gpu_model *models[8];
     kc_err err;
-    cr_assert_eq(ns_migparted_parse(yaml, strlen(yaml), NULL, &mp, &err), KC_OK);
+    cr_assert_eq(kc_migparted_parse(yaml, strlen(yaml), NULL, &mp, &err), KC_OK);
     memset(states, 0, n * sizeof(*states));
     for (size_t i = 0; i < n; i++)
-        models[i] = ns_gpu_find(model);
-    cr_assert_eq(ns_migparted_apply(mp, name, models, n, states, &err), KC_OK, "%s", err.msg);
-    ns_migparted_free(mp);
+        models[i] = kc_gpu_find(model);
+    cr_assert_eq(kc_migparted_apply(mp, name, models, n, states, &err), KC_OK, "%s", err.msg);
+    kc_migparted_free(mp);
 }
 
 Test(ns_dpconfig, parse_full)
@@ -197,20 +198,20 @@ Test(ns_dpconfig, time_slicing_t4)
                                 "      - name: nvidia.com/gpu\n        replicas: 4\n");
     json_t *res = NULL;
     kc_err err;
-    cr_assert_eq(ns_dp_advertise(cfg, NS_MIG_NONE, ns_gpu_find("T4"), 4, NULL, &res, &err), KC_OK);
+    cr_assert_eq(ns_dp_advertise(cfg, NS_MIG_NONE, kc_gpu_find("T4"), 4, NULL, &res, &err), KC_OK);
     cr_assert_eq(count(res, "nvidia.com/gpu"), 16);
     cr_assert_eq(json_object_size(res), 1);
     json_decref(res);
     ns_dpconfig_free(cfg);
     cfg = parse_ok("version: v1\nsharing:\n  timeSlicing:\n    renameByDefault: true\n"
                    "    resources: [{name: nvidia.com/gpu, replicas: 4}]\n");
-    cr_assert_eq(ns_dp_advertise(cfg, NS_MIG_NONE, ns_gpu_find("T4"), 4, NULL, &res, &err), KC_OK);
+    cr_assert_eq(ns_dp_advertise(cfg, NS_MIG_NONE, kc_gpu_find("T4"), 4, NULL, &res, &err), KC_OK);
     cr_assert_eq(count(res, "nvidia.com/gpu.shared"), 16);
     cr_assert_null(json_object_get(res, "nvidia.com/gpu"));
     json_decref(res);
     ns_dpconfig_free(cfg);
     /* No sharing: one resource per GPU. */
-    cr_assert_eq(ns_dp_advertise(NULL, NS_MIG_SINGLE, ns_gpu_find("T4"), 4, NULL, &res, &err),
+    cr_assert_eq(ns_dp_advertise(NULL, NS_MIG_SINGLE, kc_gpu_find("T4"), 4, NULL, &res, &err),
                  KC_OK);
     cr_assert_eq(count(res, "nvidia.com/gpu"), 4);
     json_decref(res);
@@ -218,8 +219,8 @@ Test(ns_dpconfig, time_slicing_t4)
 
 Test(ns_dpconfig, mig_strategies)
 {
-    ns_mp_gpu_state st[8];
-    const ns_gpu_model *a100 = ns_gpu_find("A100-SXM4-40GB");
+    kc_mp_gpu_state st[8];
+    const kc_gpu_model *a100 = kc_gpu_find("A100-SXM4-40GB");
     json_t *res = NULL;
     kc_err err;
     resolve("A100-SXM4-40GB", 8, "all-balanced", st);
@@ -261,7 +262,7 @@ Test(ns_dpconfig, mig_strategies)
     json_decref(res);
     /* A +me profile is advertised as NVIDIA's device plugin names it ('+' is not allowed in a
      * resource name): 1g.10gb+me is nvidia.com/mig-1g.10gb.me. */
-    const ns_gpu_model *h100 = ns_gpu_find("H100-80GB-HBM3");
+    const kc_gpu_model *h100 = kc_gpu_find("H100-80GB-HBM3");
     resolve("H100-80GB-HBM3", 2, "all-1g.10gb.me", st);
     cr_assert_eq(ns_dp_advertise(NULL, NS_MIG_MIXED, h100, 2, st, &res, &err), KC_OK, "%s",
                  err.msg);
@@ -272,8 +273,8 @@ Test(ns_dpconfig, mig_strategies)
 
 Test(ns_dpconfig, sharing_mig_devices)
 {
-    ns_mp_gpu_state st[2];
-    const ns_gpu_model *a100 = ns_gpu_find("A100-SXM4-40GB");
+    kc_mp_gpu_state st[2];
+    const kc_gpu_model *a100 = kc_gpu_find("A100-SXM4-40GB");
     json_t *res = NULL;
     kc_err err;
     resolve("A100-SXM4-40GB", 2, "all-balanced", st);
@@ -324,7 +325,7 @@ static json_t *t4_limits(const char *yaml)
     json_t *res = NULL, *lim = NULL;
     kc_err err;
     ns_dpconfig *cfg = parse_ok(yaml);
-    cr_assert_eq(ns_dp_advertise(cfg, NS_MIG_NONE, ns_gpu_find("Tesla-T4"), 4, NULL, &res, &err),
+    cr_assert_eq(ns_dp_advertise(cfg, NS_MIG_NONE, kc_gpu_find("Tesla-T4"), 4, NULL, &res, &err),
                  KC_OK);
     cr_assert_eq(ns_dp_allocate_limits(cfg, res, &lim, &err), KC_OK);
     json_decref(res);

@@ -59,7 +59,7 @@ Test(gfd, timeslicing_t4)
 {
     ns_dpconfig *cfg = dp("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
                           "    - name: nvidia.com/gpu\n      replicas: 4\n");
-    ns_gfd_input in = {.model = ns_gpu_find("Tesla-T4"),
+    ns_gfd_input in = {.model = kc_gpu_find("Tesla-T4"),
                        .n_gpus = 4,
                        .sharing = cfg,
                        .driver_version = "550.90.07",
@@ -77,23 +77,23 @@ Test(gfd, timeslicing_t4)
     ns_dpconfig_free(cfg);
 }
 
-static void balanced(ns_mp_gpu_state *st, int n)
+static void balanced(kc_mp_gpu_state *st, int n)
 {
-    const ns_gpu_model *m = ns_gpu_find("A100-SXM4-40GB");
+    const kc_gpu_model *m = kc_gpu_find("A100-SXM4-40GB");
     memset(st, 0, sizeof(*st) * (size_t)n);
     for (int i = 0; i < n; i++) {
         st[i].mig_enabled = 1;
-        st[i].counts[ns_gpu_profile_index(m, "1g.5gb")] = 2;
-        st[i].counts[ns_gpu_profile_index(m, "2g.10gb")] = 1;
-        st[i].counts[ns_gpu_profile_index(m, "3g.20gb")] = 1;
+        st[i].counts[kc_gpu_profile_index(m, "1g.5gb")] = 2;
+        st[i].counts[kc_gpu_profile_index(m, "2g.10gb")] = 1;
+        st[i].counts[kc_gpu_profile_index(m, "3g.20gb")] = 1;
     }
 }
 
 Test(gfd, mig_strategies)
 {
-    ns_mp_gpu_state st[8];
+    kc_mp_gpu_state st[8];
     balanced(st, 8);
-    ns_gfd_input in = {.model = ns_gpu_find("A100-SXM4-40GB"),
+    ns_gfd_input in = {.model = kc_gpu_find("A100-SXM4-40GB"),
                        .n_gpus = 8,
                        .mig = st,
                        .strategy = NS_MIG_MIXED,
@@ -112,10 +112,10 @@ Test(gfd, mig_strategies)
     cr_assert_str_eq(lbl(l, "nvidia.com/gpu.count"), "0");
     cr_assert_null(json_object_get(l, "nvidia.com/mig-1g.5gb.count"));
     json_decref(l);
-    const ns_gpu_model *m = in.model;
+    const kc_gpu_model *m = in.model;
     for (int i = 0; i < 8; i++) {
         memset(st[i].counts, 0, sizeof(st[i].counts));
-        st[i].counts[ns_gpu_profile_index(m, "1g.5gb")] = 7;
+        st[i].counts[kc_gpu_profile_index(m, "1g.5gb")] = 7;
     }
     l = ns_gfd_labels(&in);
     cr_assert_str_eq(lbl(l, "nvidia.com/gpu.product"), "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb");
@@ -125,7 +125,7 @@ Test(gfd, mig_strategies)
     /* +me profiles carry GFD's resource spelling: mig-1g.5gb.me, -MIG-1g.5gb.me. */
     for (int i = 0; i < 8; i++) {
         memset(st[i].counts, 0, sizeof(st[i].counts));
-        st[i].counts[ns_gpu_profile_index(m, "1g.5gb+me")] = 1;
+        st[i].counts[kc_gpu_profile_index(m, "1g.5gb+me")] = 1;
     }
     l = ns_gfd_labels(&in);
     cr_assert_str_eq(lbl(l, "nvidia.com/gpu.product"), "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb.me");
@@ -181,7 +181,7 @@ Test(operand, classification)
 static ns_node_view a100_node(const json_t *alloc, const ns_faults *f)
 {
     return (ns_node_view){.node = "n",
-                          .model = ns_gpu_find("A100-SXM4-40GB"),
+                          .model = kc_gpu_find("A100-SXM4-40GB"),
                           .n_gpus = 8,
                           .driver_up = true,
                           .toolkit_up = true,

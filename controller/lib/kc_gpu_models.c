@@ -1,5 +1,6 @@
-/* ns_gpu_models: the GPU models nodesim simulates, with their MIG GPU-instance profiles as NVML
- * reports them (profile id, instance limit, memory, SMs, compute and memory slices, placements).
+/* kc_gpu_models: NVIDIA's GPU models (those nodesim simulates and the operator checks MIG configs
+ * against), with their MIG GPU-instance profiles as NVML reports them (profile id, instance limit,
+ * memory, SMs, compute and memory slices, placements).
  *
  * Every device id NVIDIA's default mig-parted config (gpu-operator v26.7.0) names has a model
  * here. The H100 80GB HBM3 rows (ids, memory, SMs, placements) are what NVML reports on a real
@@ -7,7 +8,7 @@
  * A100 40GB/80GB and A30 memory sizes follow nvidia-smi's figures. The rest (SMs of
  * the PCIe, NVL, H20 and Blackwell parts, memory of the Blackwell, GH200 and 96 GB profiles, the
  * RTX PRO 6000's ids) follow the profile names and the same slice geometry: approximate. */
-#include "ns_gpu.h"
+#include "kc_gpu.h"
 
 /* Placements, as a set of first memory slices (bit i: an instance may start at slice i). On GPUs
  * of 8 memory slices 1-slice profiles start at 0..6, doubled-memory 1-slice and 2-slice profiles
@@ -39,51 +40,51 @@
 #define SM_HOPPER    16, 26, 32, 60, 64, 132
 #define SM_BLACKWELL 18, 18, 36, 54, 72, 126
 
-static const ns_mig_profile a100_40gb[] = {EIGHT_SLICE("1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb",
+static const kc_mig_profile a100_40gb[] = {EIGHT_SLICE("1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb",
                                                        "3g.20gb", "4g.20gb", "7g.40gb", 4864, 9856,
                                                        19968, 40192, SM_AMPERE)};
-static const ns_mig_profile a100_80gb[] = {EIGHT_SLICE("1g.10gb", "1g.10gb+me", "1g.20gb",
+static const kc_mig_profile a100_80gb[] = {EIGHT_SLICE("1g.10gb", "1g.10gb+me", "1g.20gb",
                                                        "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb",
                                                        9984, 19968, 40192, 80896, SM_AMPERE)};
-static const ns_mig_profile h100_80gb[] = {EIGHT_SLICE("1g.10gb", "1g.10gb+me", "1g.20gb",
+static const kc_mig_profile h100_80gb[] = {EIGHT_SLICE("1g.10gb", "1g.10gb+me", "1g.20gb",
                                                        "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb",
                                                        9984, 20096, 40448, 81152, SM_HOPPER)};
-static const ns_mig_profile h100_nvl[] = {EIGHT_SLICE("1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb",
+static const kc_mig_profile h100_nvl[] = {EIGHT_SLICE("1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb",
                                                       "3g.47gb", "4g.47gb", "7g.94gb", 11008, 22272,
                                                       47488, 95360, SM_HOPPER)};
 /* H100 96GB, GH200 (96GB HBM3), H20 and PG506-96GB share one set of names. */
-static const ns_mig_profile hbm_96gb[] = {EIGHT_SLICE("1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb",
+static const kc_mig_profile hbm_96gb[] = {EIGHT_SLICE("1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb",
                                                       "3g.48gb", "4g.48gb", "7g.96gb", 11264, 22528,
                                                       46592, 94208, SM_HOPPER)};
 /* As nvidia-smi lists them on a real H200 (driver 580.159.04): 16.00, 32.50, 69.75 and 140.00 GiB;
  * ids, SMs and placements the same as the H100's. */
-static const ns_mig_profile h200[] = {EIGHT_SLICE("1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb",
+static const kc_mig_profile h200[] = {EIGHT_SLICE("1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb",
                                                   "3g.71gb", "4g.71gb", "7g.141gb", 16384, 33280,
                                                   71424, 143360, SM_HOPPER)};
-static const ns_mig_profile gh200_144gb[] = {
+static const kc_mig_profile gh200_144gb[] = {
     EIGHT_SLICE("1g.18gb", "1g.18gb+me", "1g.36gb", "2g.36gb", "3g.72gb", "4g.72gb", "7g.144gb",
                 16896, 33792, 71680, 143360, SM_HOPPER)};
-static const ns_mig_profile b200[] = {EIGHT_SLICE("1g.23gb", "1g.23gb+me", "1g.45gb", "2g.45gb",
+static const kc_mig_profile b200[] = {EIGHT_SLICE("1g.23gb", "1g.23gb+me", "1g.45gb", "2g.45gb",
                                                   "3g.90gb", "4g.90gb", "7g.180gb", 23552, 46080,
                                                   92160, 184320, SM_BLACKWELL)};
-static const ns_mig_profile gb200[] = {EIGHT_SLICE("1g.23gb", "1g.23gb+me", "1g.47gb", "2g.47gb",
+static const kc_mig_profile gb200[] = {EIGHT_SLICE("1g.23gb", "1g.23gb+me", "1g.47gb", "2g.47gb",
                                                    "3g.93gb", "4g.93gb", "7g.186gb", 23552, 48128,
                                                    95232, 190464, SM_BLACKWELL)};
-static const ns_mig_profile b300[] = {EIGHT_SLICE("1g.34gb", "1g.34gb+me", "1g.67gb", "2g.67gb",
+static const kc_mig_profile b300[] = {EIGHT_SLICE("1g.34gb", "1g.34gb+me", "1g.67gb", "2g.67gb",
                                                   "3g.135gb", "4g.135gb", "7g.269gb", 34816, 68608,
                                                   138240, 275456, SM_BLACKWELL)};
-static const ns_mig_profile gb300[] = {EIGHT_SLICE("1g.35gb", "1g.35gb+me", "1g.70gb", "2g.70gb",
+static const kc_mig_profile gb300[] = {EIGHT_SLICE("1g.35gb", "1g.35gb+me", "1g.70gb", "2g.70gb",
                                                    "3g.139gb", "4g.139gb", "7g.278gb", 35840, 71680,
                                                    142336, 284672, SM_BLACKWELL)};
 /* A30: 4 compute and 4 memory slices, with a +me variant of the 2-slice profile too. */
-static const ns_mig_profile a30[] = {
+static const kc_mig_profile a30[] = {
     {"1g.6gb", 14, 4, 5836, 14, 1, 1, 0, AT4_1},  {"1g.6gb+me", 21, 1, 5836, 14, 1, 1, 1, AT4_1},
     {"2g.12gb", 5, 2, 11672, 28, 2, 2, 0, AT4_2}, {"2g.12gb+me", 6, 1, 11672, 28, 2, 2, 1, AT4_2},
     {"4g.24gb", 0, 1, 23344, 56, 4, 4, 0, AT4_4},
 };
 /* RTX PRO 6000 Blackwell: 4 slices; graphics (+gfx), all-media (+me.all) and no-media (-me)
  * variants beside the plain profiles. */
-static const ns_mig_profile rtx_pro_6000[] = {
+static const kc_mig_profile rtx_pro_6000[] = {
     {"1g.24gb", -1, 4, 24064, 46, 1, 1, 0, AT4_1},
     {"1g.24gb+me", -1, 1, 24064, 46, 1, 1, 1, AT4_1},
     {"1g.24gb+gfx", -1, 4, 24064, 46, 1, 1, 0, AT4_1},
@@ -108,7 +109,7 @@ static const ns_mig_profile rtx_pro_6000[] = {
 /* Whole-GPU memory is the marketed size in GiB × 1024 (GFD would report NVML's slightly smaller
  * figure; the simulation does not need that precision). Two device ids sell as A100-PCIE-40GB:
  * the second is told apart by its id in our name. */
-const ns_gpu_model ns_gpu_models[] = {
+const kc_gpu_model kc_gpu_models[] = {
     {"A100-SXM4-40GB", "NVIDIA-A100-SXM4-40GB", 0x20B010DE, 40960, AMPERE, MIG8(a100_40gb)},
     {"A100-PCIE-40GB", "NVIDIA-A100-PCIE-40GB", 0x20F110DE, 40960, AMPERE, MIG8(a100_40gb)},
     {"A100-PCIE-40GB-20B1", "NVIDIA-A100-PCIE-40GB", 0x20B110DE, 40960, AMPERE, MIG8(a100_40gb)},
@@ -141,4 +142,4 @@ const ns_gpu_model ns_gpu_models[] = {
     {"Tesla-V100-SXM2-16GB", "Tesla-V100-SXM2-16GB", 0x1DB110DE, 16384, "volta", 7, 0, NO_MIG},
     {"L4", "NVIDIA-L4", 0x27B810DE, 24576, "ada-lovelace", 8, 9, NO_MIG},
 };
-const size_t ns_gpu_n_models = sizeof(ns_gpu_models) / sizeof(ns_gpu_models[0]);
+const size_t kc_gpu_n_models = sizeof(kc_gpu_models) / sizeof(kc_gpu_models[0]);

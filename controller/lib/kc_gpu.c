@@ -1,6 +1,6 @@
-/* ns_gpu: lookups in nodesim's table of GPU models (ns_gpu_models.c) and the MIG layout-fit
+/* kc_gpu: lookups in the table of GPU models (kc_gpu_models.c) and the MIG layout-fit
  * check, which places instances as NVML does. */
-#include "ns_gpu.h"
+#include "kc_gpu.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -25,14 +25,14 @@ static const struct {
     {"RTX-PRO-6000-Blackwell", "RTX-PRO-6000"},
 };
 
-size_t ns_gpu_model_count(void)
+size_t kc_gpu_model_count(void)
 {
-    return ns_gpu_n_models;
+    return kc_gpu_n_models;
 }
 
-const ns_gpu_model *ns_gpu_model_at(size_t i)
+const kc_gpu_model *kc_gpu_model_at(size_t i)
 {
-    return i < ns_gpu_n_models ? &ns_gpu_models[i] : NULL;
+    return i < kc_gpu_n_models ? &kc_gpu_models[i] : NULL;
 }
 
 static int sep(char c)
@@ -64,33 +64,33 @@ static const char *strip_prefix(const char *s)
     return s;
 }
 
-const ns_gpu_model *ns_gpu_find(const char *name)
+const kc_gpu_model *kc_gpu_find(const char *name)
 {
     if (!name)
         return NULL;
     const char *bare = strip_prefix(name);
-    for (size_t i = 0; i < ns_gpu_n_models; i++) {
-        if (name_eq(name, ns_gpu_models[i].name) || name_eq(name, ns_gpu_models[i].product) ||
-            name_eq(bare, strip_prefix(ns_gpu_models[i].name)))
-            return &ns_gpu_models[i];
+    for (size_t i = 0; i < kc_gpu_n_models; i++) {
+        if (name_eq(name, kc_gpu_models[i].name) || name_eq(name, kc_gpu_models[i].product) ||
+            name_eq(bare, strip_prefix(kc_gpu_models[i].name)))
+            return &kc_gpu_models[i];
     }
     for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++) {
         if (name_eq(bare, aliases[i].alias))
-            return ns_gpu_find(aliases[i].name);
+            return kc_gpu_find(aliases[i].name);
     }
     return NULL;
 }
 
-const ns_gpu_model *ns_gpu_find_pci(uint32_t pci_id)
+const kc_gpu_model *kc_gpu_find_pci(uint32_t pci_id)
 {
-    for (size_t i = 0; i < ns_gpu_n_models; i++) {
-        if (ns_gpu_models[i].pci_id == pci_id)
-            return &ns_gpu_models[i];
+    for (size_t i = 0; i < kc_gpu_n_models; i++) {
+        if (kc_gpu_models[i].pci_id == pci_id)
+            return &kc_gpu_models[i];
     }
     return NULL;
 }
 
-int ns_gpu_profile_index(const ns_gpu_model *model, const char *profile)
+int kc_gpu_profile_index(const kc_gpu_model *model, const char *profile)
 {
     if (!model || !profile)
         return -1;
@@ -101,7 +101,7 @@ int ns_gpu_profile_index(const ns_gpu_model *model, const char *profile)
     return -1;
 }
 
-const char *ns_gpu_layout_str(const ns_gpu_model *model, const int *counts, char *buf, size_t size)
+const char *kc_gpu_layout_str(const kc_gpu_model *model, const int *counts, char *buf, size_t size)
 {
     size_t off = 0;
     int any = 0;
@@ -128,12 +128,12 @@ const char *ns_gpu_layout_str(const ns_gpu_model *model, const int *counts, char
 }
 
 /* "an A100-SXM4-40GB", "a Tesla-T4": the article as the name is spoken. */
-static const char *article(const ns_gpu_model *m)
+static const char *article(const kc_gpu_model *m)
 {
     return strncmp(m->name, "Tesla", 5) == 0 ? "a" : "an";
 }
 
-const char *ns_gpu_mig_name(const ns_mig_profile *p, char *buf, size_t size)
+const char *kc_gpu_mig_name(const kc_mig_profile *p, char *buf, size_t size)
 {
     if (size == 0)
         return buf;
@@ -146,7 +146,7 @@ const char *ns_gpu_mig_name(const ns_mig_profile *p, char *buf, size_t size)
 
 /* One instance to place: its profile. */
 typedef struct {
-    const ns_mig_profile *p;
+    const kc_mig_profile *p;
     int profile;
 } instance;
 
@@ -157,7 +157,7 @@ static int place(const instance *in, size_t i, size_t n, unsigned used, int *sta
 {
     if (i == n)
         return 1;
-    const ns_mig_profile *p = in[i].p;
+    const kc_mig_profile *p = in[i].p;
     unsigned span = (1u << p->memory_slices) - 1;
     for (int k = 0; k < 32; k++) {
         unsigned mask = span << k;
@@ -174,7 +174,7 @@ static int place(const instance *in, size_t i, size_t n, unsigned used, int *sta
     return 0;
 }
 
-static kc_code insufficient(kc_err *err, const ns_mig_profile *p)
+static kc_code insufficient(kc_err *err, const kc_mig_profile *p)
 {
     return kc_err_set(err, KC_EINVALID,
                       "error setting MIGConfig: error attempting multiple config orderings: error "
@@ -182,16 +182,16 @@ static kc_code insufficient(kc_err *err, const ns_mig_profile *p)
                       p->name);
 }
 
-kc_code ns_gpu_layout_place(const ns_gpu_model *model, const int *counts, int *placed,
+kc_code kc_gpu_layout_place(const kc_gpu_model *model, const int *counts, int *placed,
                             size_t n_placed, kc_err *err)
 {
     if (!model || !counts)
-        return kc_err_set(err, KC_EARG, "ns_gpu_layout_fits: model and counts are required");
+        return kc_err_set(err, KC_EARG, "kc_gpu_layout_fits: model and counts are required");
     instance in[64] = {0};
     size_t n = 0;
     int compute = 0, media = 0;
     for (size_t i = 0; i < model->n_profiles; i++) {
-        const ns_mig_profile *p = &model->profiles[i];
+        const kc_mig_profile *p = &model->profiles[i];
         if (counts[i] < 0)
             return kc_err_set(err, KC_EINVALID, "%s: count %d must not be negative", p->name,
                               counts[i]);
@@ -248,7 +248,7 @@ kc_code ns_gpu_layout_place(const ns_gpu_model *model, const int *counts, int *p
     return KC_OK;
 }
 
-kc_code ns_gpu_layout_fits(const ns_gpu_model *model, const int *counts, kc_err *err)
+kc_code kc_gpu_layout_fits(const kc_gpu_model *model, const int *counts, kc_err *err)
 {
-    return ns_gpu_layout_place(model, counts, NULL, 0, err);
+    return kc_gpu_layout_place(model, counts, NULL, 0, err);
 }
