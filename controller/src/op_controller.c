@@ -829,6 +829,7 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     c->event_at = kc_map_new();
     c->admitted = kc_map_new();
     c->expect = kc_map_new();
+    c->mig_owner = kc_map_new();
     c->pods_by_node = kc_map_new();
     c->app_pods = kc_map_new();
     c->pack = kc_pack_dict_new(KC_PACK_DICT_MAX);
@@ -836,12 +837,14 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     c->ds_by_state = json_object();
     c->kinds = calloc(N_KINDS, sizeof(*c->kinds));
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->mig_mu, NULL);
     atomic_init(&c->synced, false);
     atomic_init(&c->running, false);
     atomic_init(&c->gpu_nodes, 0);
     kc_code rc = KC_OK;
     if (!c->ns || !c->workers || !c->results || !c->event_at || !c->admitted || !c->expect ||
-        !c->pods_by_node || !c->app_pods || !c->pack || !c->ds_by_state || !c->kinds) {
+        !c->mig_owner || !c->pods_by_node || !c->app_pods || !c->pack || !c->ds_by_state ||
+        !c->kinds) {
         rc = kc_err_set(err, KC_ENOMEM, "out of memory");
         goto fail;
     }
@@ -1059,6 +1062,10 @@ void op_controller_free(op_controller *c)
     kc_map_free(c->event_at, free);
     kc_map_free(c->admitted, NULL);
     kc_map_free(c->expect, op_expect_free);
+    kc_map_free(c->mig_owner, op_mig_owner_free);
+    kc_migparted_free(c->mig_mp);
+    free(c->mig_cm_key);
+    pthread_mutex_destroy(&c->mig_mu);
     kc_map_free(c->pods_by_node, free);
     kc_map_free(c->app_pods, NULL);
     json_decref(c->policy);

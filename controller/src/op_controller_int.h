@@ -4,6 +4,7 @@
 #define OP_CONTROLLER_INT_H
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <uv.h>
 
@@ -11,6 +12,7 @@
 #include "kc_informer.h"
 #include "kc_pack.h"
 #include "kc_map.h"
+#include "kc_migparted.h"
 #include "kc_rest.h"
 #include "kc_workqueue.h"
 #include "op_controller.h"
@@ -68,6 +70,13 @@ typedef struct op_node_result {
 const char *op_node_result_reason(const op_node_result *r);
 void op_node_result_free(void *r);
 
+/* The config a failed MIG state belongs to (op_controller.mig_owner). */
+typedef struct op_mig_owner {
+    char *config;         /* owned */
+    uint64_t stale_since; /* wall ms since the node asks for another config; 0 when it does not */
+} op_mig_owner;
+void op_mig_owner_free(void *o);
+
 struct op_controller {
     op_controller_opts o;
     char *ns;
@@ -110,13 +119,22 @@ struct op_controller {
     /* NVIDIA's driver-upgrade gauges (op_status.c), in its order: auto upgrade enabled, in
      * progress, done, failed, available, pending. */
     kc_series *m_upgrade[6];
-    kc_series *m_delay;     /* event received → first resulting write sent, per transition */
-    kc_series *m_queued;    /* event received → the reconcile's start */
-    kc_series *m_applied;   /* event received → last resulting write acknowledged */
-    kc_series *m_ignored;   /* node/pod updates that changed nothing the operator reads */
-    kc_map *event_at;       /* node key → first unprocessed event time (boxed ms), under mu */
-    kc_map *admitted;       /* nodes admitted to a driver upgrade, not yet seen so in the cache */
-    kc_map *expect;         /* node name → op_expect*: own writes the caches have not shown yet */
+    kc_series *m_delay;   /* event received → first resulting write sent, per transition */
+    kc_series *m_queued;  /* event received → the reconcile's start */
+    kc_series *m_applied; /* event received → last resulting write acknowledged */
+    kc_series *m_ignored; /* node/pod updates that changed nothing the operator reads */
+    kc_map *event_at;     /* node key → first unprocessed event time (boxed ms), under mu */
+    kc_map *admitted;     /* nodes admitted to a driver upgrade, not yet seen so in the cache */
+    kc_map *expect;       /* node name → op_expect*: own writes the caches have not shown yet */
+    /* node name → op_mig_owner*: for a node whose nvidia.com/mig.config.state reads failed, the
+     * config that failure belongs to (a relabelled node keeps the old failure until the MIG
+     * manager takes the new config up). Under mu. */
+    kc_map *mig_owner;
+    /* The MIG manager's config, parsed once per ConfigMap version (op_nodes.c; under mig_mu). */
+    pthread_mutex_t mig_mu;
+    char *mig_cm_key;     /* "<name>@<resourceVersion>" of the parsed ConfigMap */
+    kc_migparted *mig_mp; /* NULL when it did not parse (mig_parse_err says why) */
+    char mig_parse_err[400];
     kc_series *m_dict;      /* strings in the node and pod caches' shared dictionary */
     kc_series *m_throttled; /* time requests waited for the client-side rate limit */
 

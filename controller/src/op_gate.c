@@ -631,11 +631,23 @@ static kc_code gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gat
                 prev_done = false;
                 break;
             }
+            if (st && !strcmp(st, "failed") && in->mig_state_stale) {
+                out->phase = OP_NODE_RECONFIGURING;
+                snprintf(out->reason, sizeof(out->reason),
+                         "waiting for the MIG manager to take up %s (the failed state is an "
+                         "earlier config's)",
+                         cfg ? cfg : "?");
+                prev_done = false;
+                break;
+            }
             if (st && !strcmp(st, "failed")) {
                 out->phase = OP_NODE_FAILED;
-                snprintf(out->reason, sizeof(out->reason),
-                         "MIG config %s failed (nvidia.com/mig.config.state=failed)",
-                         cfg ? cfg : "?");
+                if (in->mig_problem)
+                    snprintf(out->reason, sizeof(out->reason), "%s", in->mig_problem);
+                else
+                    snprintf(out->reason, sizeof(out->reason),
+                             "MIG config %s failed (nvidia.com/mig.config.state=failed)",
+                             cfg ? cfg : "?");
                 prev_done = false;
                 break;
             }
@@ -703,7 +715,12 @@ static kc_code gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gat
     if (followers_ok && pol->followers_enabled)
         for (int i = 0; op_follower_labels[i]; i++)
             deploy(node, out, op_follower_labels[i], "true");
-    if (prev_done) {
+    if (prev_done && in->mig_problem) {
+        /* Everything else runs; what the node asked of MIG does not happen. */
+        out->phase = OP_NODE_FAILED;
+        out->stage = OP_STAGE_MIG;
+        snprintf(out->reason, sizeof(out->reason), "%s", in->mig_problem);
+    } else if (prev_done) {
         out->phase = OP_NODE_DONE;
         out->stage = OP_STAGE_COUNT;
         out->reason[0] = '\0';

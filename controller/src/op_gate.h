@@ -74,6 +74,12 @@ typedef struct op_gate_in {
     const json_t *node; /* the Node */
     op_gate_stage_in stage[OP_STAGE_COUNT];
     uint64_t now_ms; /* wall clock, ms since the epoch */
+    /* Why the MIG config the node asks for cannot work there (op_mig_check, or a MIG label the
+     * node cannot act on), NULL when nothing is wrong: reported as the MIG state's failure. */
+    const char *mig_problem;
+    /* The node's mig.config.state reads failed for a config it no longer asks for: the MIG
+     * manager has not taken the new one up yet, which is no failure of the new one. */
+    bool mig_state_stale;
 } op_gate_in;
 
 typedef enum op_node_phase {
@@ -95,7 +101,7 @@ typedef struct op_gate_out {
     json_t *remove;      /* array of validation pod names (in ns) to delete */
     op_node_phase phase;
     int stage;        /* the stage the node is at (OP_STAGE_COUNT when done), -1 not GPU */
-    char reason[512]; /* why it is not done, for status and events */
+    char reason[768]; /* why it is not done, for status and events */
     long requeue_ms;  /* when to look again without an event (backoff), -1 none */
     bool oom;         /* internal: an allocation failed (op_gate_node returns KC_ENOMEM) */
 } op_gate_out;

@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "kc_log.h"
-#include "kc_yaml.h"
+#include "op_migcheck.h"
 #include "op_policy.h"
 
 static const char *str_at(const json_t *o, const char *a, const char *b)
@@ -201,6 +201,7 @@ static void drop_result(op_controller *c, const char *name)
 {
     pthread_mutex_lock(&c->mu);
     op_node_result_free(kc_map_remove(c->results, name));
+    op_mig_owner_free(kc_map_remove(c->mig_owner, name));
     op_expect_free(kc_map_remove(c->expect, name));
     pthread_mutex_unlock(&c->mu);
 }
@@ -446,7 +447,10 @@ static void node_events(op_controller *c, const json_t *node, const json_t *poli
     case OP_NODE_BLOCKED: {
         bool blocked = out->phase == OP_NODE_BLOCKED;
         kc_event_record(c->events, node, "Warning",
-                        blocked ? "OperandsNotSchedulable" : "ValidationFailed", "%s", out->reason);
+                        blocked                      ? "OperandsNotSchedulable"
+                        : out->stage == OP_STAGE_MIG ? "MIGConfigFailed"
+                                                     : "ValidationFailed",
+                        "%s", out->reason);
         if (policy)
             kc_event_record(c->events, policy, "Warning", blocked ? "NodeBlocked" : "NodeFailed",
                             "node %s: %s", name, out->reason);
@@ -470,13 +474,103 @@ static void node_events(op_controller *c, const json_t *node, const json_t *poli
     }
 }
 
-/* For a failed MIG reconfiguration, says whether the config the node asks for exists in the MIG
- * manager's ConfigMap (NVIDIA's MIG manager only logs it). */
-static void explain_mig_failure(op_controller *c, const json_t *node, const json_t *policy,
-                                op_gate_out *out)
+/* ---- what a node asks of MIG ---- */
+
+/* How long a failed MIG state is taken for an earlier config's after the node's config label
+ * changed: NVIDIA's MIG manager marks a new config pending within a second or two. */
+#define MIG_STALE_MS 30000
+
+void op_mig_owner_free(void *o)
 {
-    const char *cfg = json_string_value(json_object_get(
-        json_object_get(json_object_get(node, "metadata"), "labels"), "nvidia.com/mig.config"));
+    op_mig_owner *m = o;
+    if (m) {
+        free(m->config);
+        free(m);
+    }
+}
+
+/* Whether the node's failed MIG state belongs to a config other than the one it asks for now: the
+ * failure is attributed to the config the node asked for when the state was first seen failed,
+ * and a relabel leaves it there until the MIG manager moves the state on (or MIG_STALE_MS pass).
+ * *requeue_ms is set when the node should be looked at again. */
+static bool mig_state_stale(op_controller *c, const char *name, const json_t *node, uint64_t now,
+                            long *requeue_ms)
+{
+    const json_t *labels = json_object_get(json_object_get(node, "metadata"), "labels");
+    const char *cfg = str_at(labels, "nvidia.com/mig.config", NULL);
+    const char *st = str_at(labels, "nvidia.com/mig.config.state", NULL);
+    bool stale = false;
+    pthread_mutex_lock(&c->mu);
+    op_mig_owner *o = kc_map_get(c->mig_owner, name);
+    if (!cfg || !st || strcmp(st, "failed")) {
+        op_mig_owner_free(kc_map_remove(c->mig_owner, name));
+    } else if (!o) {
+        o = calloc(1, sizeof(*o));
+        if (o && (!(o->config = strdup(cfg)) || kc_map_put(c->mig_owner, name, o, NULL) != KC_OK))
+            op_mig_owner_free(o); /* out of memory: the failure is taken as the config's */
+    } else if (strcmp(o->config, cfg) == 0) {
+        o->stale_since = 0;
+    } else {
+        if (!o->stale_since)
+            o->stale_since = now;
+        uint64_t waited = now - o->stale_since;
+        if (waited < MIG_STALE_MS) {
+            stale = true;
+            *requeue_ms = (long)(MIG_STALE_MS - waited) + 10;
+        } else {
+            char *own = strdup(cfg);
+            if (own) {
+                free(o->config);
+                o->config = own;
+            }
+            o->stale_since = 0;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return stale;
+}
+
+/* Why what the node asks of MIG cannot happen ("" when it can or cannot be judged): a MIG label
+ * on GPUs without MIG or with the MIG manager off, or a config the MIG manager cannot apply to
+ * the node's GPUs (op_mig_check against the MIG manager's ConfigMap, parsed once a version). */
+static void mig_problem(op_controller *c, const json_t *policy, const json_t *node,
+                        const op_gate_policy *gp, char *why, size_t size)
+{
+    why[0] = '\0';
+    const json_t *m = json_object_get(node, "metadata");
+    const json_t *labels = json_object_get(m, "labels");
+    const char *cfg = str_at(labels, "nvidia.com/mig.config", NULL);
+    const char *capable = str_at(labels, "nvidia.com/mig.capable", NULL);
+    if (!cfg || !*cfg || !capable)
+        return; /* nothing asked, or GPU feature discovery has not labelled the node yet */
+    const char *def = str_at(json_object_get(m, "annotations"), OP_MIG_DEFAULT_ANN, NULL);
+    bool user_set = !def || strcmp(def, cfg) != 0;
+    const char *product = str_at(labels, "nvidia.com/gpu.product", NULL);
+    const char *off = str_at(labels, op_stage_deploy_label(OP_STAGE_MIG), NULL);
+    if (strcmp(capable, "true") != 0) {
+        if (user_set && strcmp(cfg, "all-disabled") != 0)
+            snprintf(why, size,
+                     "nvidia.com/mig.config=%s is set, but this node's GPUs (%s) cannot do MIG "
+                     "(nvidia.com/mig.capable=%s): the label has no effect; remove it",
+                     cfg, product ? product : "?", capable);
+        return;
+    }
+    if (!gp->enabled[OP_STAGE_MIG]) {
+        if (user_set)
+            snprintf(why, size,
+                     "nvidia.com/mig.config=%s is set, but the MIG manager is disabled "
+                     "(ClusterPolicy spec.migManager.enabled=false): nothing applies it",
+                     cfg);
+        return;
+    }
+    if (off && !strcmp(off, OP_DEPLOY_OFF)) {
+        if (user_set)
+            snprintf(why, size,
+                     "nvidia.com/mig.config=%s is set, but the MIG manager is switched off on this "
+                     "node (%s=false): nothing applies it",
+                     cfg, op_stage_deploy_label(OP_STAGE_MIG));
+        return;
+    }
     const json_t *cm_name = json_object_get(
         json_object_get(json_object_get(json_object_get(policy, "spec"), "migManager"), "config"),
         "name");
@@ -485,16 +579,32 @@ static void explain_mig_failure(op_controller *c, const json_t *node, const json
                           : "default-mig-parted-config";
     op_kind *k = op_kind_find(c, "v1", "ConfigMap");
     json_t *cm = k && k->inf ? kc_informer_get(k->inf, c->ns, cmn) : NULL;
-    const char *text =
-        json_string_value(json_object_get(json_object_get(cm, "data"), "config.yaml"));
-    json_t *doc = NULL;
-    if (cfg && text && kc_yaml_parse_one(text, strlen(text), cmn, &doc, NULL) == KC_OK &&
-        !json_object_get(json_object_get(doc, "mig-configs"), cfg)) {
-        size_t l = strlen(out->reason);
-        snprintf(out->reason + l, sizeof(out->reason) - l,
-                 ": config \"%s\" is not defined in ConfigMap %s/%s", cfg, c->ns, cmn);
+    if (!cm)
+        return; /* not in the cache: the MIG manager's own answer stands */
+    char key[300], source[300];
+    snprintf(key, sizeof(key), "%s@%s", cmn,
+             str_at(json_object_get(cm, "metadata"), "resourceVersion", NULL) ?: "");
+    snprintf(source, sizeof(source), "ConfigMap %s/%s", c->ns, cmn);
+    pthread_mutex_lock(&c->mig_mu);
+    if (!c->mig_cm_key || strcmp(c->mig_cm_key, key) != 0) {
+        kc_migparted_free(c->mig_mp);
+        c->mig_mp = NULL;
+        c->mig_parse_err[0] = '\0';
+        free(c->mig_cm_key);
+        c->mig_cm_key = strdup(key); /* NULL (out of memory): parsed again next time */
+        const char *text = str_at(json_object_get(cm, "data"), "config.yaml", NULL);
+        kc_err err;
+        if (!text)
+            snprintf(c->mig_parse_err, sizeof(c->mig_parse_err), "it has no config.yaml key");
+        else if (kc_migparted_parse(text, strlen(text), "config.yaml", &c->mig_mp, &err) != KC_OK)
+            snprintf(c->mig_parse_err, sizeof(c->mig_parse_err), "%s", err.msg);
     }
-    json_decref(doc);
+    if (c->mig_mp)
+        op_mig_check(c->mig_mp, source, cfg, node, why, size);
+    else if (c->mig_parse_err[0])
+        snprintf(why, size, "the MIG manager's config (%s) cannot be used: %s", source,
+                 c->mig_parse_err);
+    pthread_mutex_unlock(&c->mig_mu);
     json_decref(cm);
 }
 
@@ -771,7 +881,15 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t
             if (!in.stage[s].operand_pod)
                 in.stage[s].ds = stage_ds[s] =
                     kc_informer_get(c->daemonsets, c->ns, op_stage_daemonset((op_stage)s));
+    char mig_why[600];
+    long mig_requeue = -1;
+    mig_problem(c, policy, node, &gp, mig_why, sizeof(mig_why));
+    in.mig_problem = mig_why[0] ? mig_why : NULL;
+    in.mig_state_stale = mig_state_stale(c, name, node, in.now_ms, &mig_requeue);
     kc_code gate_rc = op_gate_node(&gp, &in, &out, &err);
+    if (gate_rc == KC_OK && mig_requeue >= 0 &&
+        (out.requeue_ms < 0 || mig_requeue < out.requeue_ms))
+        out.requeue_ms = mig_requeue;
     for (int s = 0; s < OP_STAGE_COUNT; s++)
         json_decref(stage_ds[s]);
     if (gate_rc != KC_OK || !out.labels || !out.annotations ||
@@ -831,8 +949,6 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t
         snprintf(key, sizeof(key), OP_NODE_PREFIX "%s", name);
         kc_workqueue_forget(c->q, key);
     }
-    if (out.phase == OP_NODE_FAILED && out.stage == OP_STAGE_MIG)
-        explain_mig_failure(c, node, policy, &out);
     if (out.requeue_ms >= 0 && again != OP_REQUEUED && (again < 0 || out.requeue_ms < again))
         again = out.requeue_ms;
     op_node_result prev, upr;

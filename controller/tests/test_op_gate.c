@@ -515,3 +515,57 @@ Test(gate, node_runtime)
     }
     cr_assert_null(op_node_runtime(NULL));
 }
+
+/* A failed MIG state the node's new config has not replaced yet is no failure of the new config;
+ * a problem the operator found with what the node asks of MIG is the MIG state's failure, also on
+ * a node whose every stage is validated. */
+Test(gate, mig_failures_belong_to_the_config_that_failed)
+{
+    op_gate_policy p = policy();
+    p.enabled[OP_STAGE_DRIVER] = p.enabled[OP_STAGE_TOOLKIT] = p.enabled[OP_STAGE_PLUGIN] = false;
+    json_t *n = gpu_node("    nvidia.com/mig.capable: \"true\"\n"
+                         "    nvidia.com/mig.config: all-disabled\n"
+                         "    nvidia.com/mig.config.state: failed\n",
+                         "nvidia.com/gpu: \"8\"");
+    json_t *mm = ready_pod("mm");
+    op_gate_in in = {.node = n, .mig_state_stale = true};
+    in.stage[OP_STAGE_MIG].operand_pod = mm;
+    op_gate_out out;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(out.phase, OP_NODE_RECONFIGURING, "%d %s", out.phase, out.reason);
+    cr_assert_str_eq(out.reason, "waiting for the MIG manager to take up all-disabled (the failed "
+                                 "state is an earlier config's)");
+    op_gate_out_clear(&out);
+    in.mig_state_stale = false;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(out.phase, OP_NODE_FAILED);
+    cr_assert_str_eq(out.reason,
+                     "MIG config all-disabled failed (nvidia.com/mig.config.state=failed)");
+    op_gate_out_clear(&out);
+    in.mig_problem = "why it failed";
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(out.phase, OP_NODE_FAILED);
+    cr_assert_str_eq(out.reason, "why it failed");
+    op_gate_out_clear(&out);
+    json_decref(n);
+    /* success, every stage done: the problem still shows, at the MIG state. */
+    n = gpu_node("    nvidia.com/mig.capable: \"true\"\n"
+                 "    nvidia.com/mig.config: h200-only\n"
+                 "    nvidia.com/mig.config.state: success\n",
+                 "nvidia.com/gpu: \"8\"");
+    in.node = n;
+    in.mig_problem = "no entry for this GPU";
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(out.phase, OP_NODE_FAILED);
+    cr_assert_eq(out.stage, OP_STAGE_MIG);
+    cr_assert_str_eq(out.reason, "no entry for this GPU");
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.gpu-feature-discovery"), "true",
+                     "the rest of the node goes on");
+    op_gate_out_clear(&out);
+    in.mig_problem = NULL;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(out.phase, OP_NODE_DONE);
+    op_gate_out_clear(&out);
+    json_decref(mm);
+    json_decref(n);
+}

@@ -56,6 +56,6 @@ k delete deployment mig-users >/dev/null
 step "a bad config name: failed, an Event saying why, clients restored"
 k label nodes "$NODE" nvidia.com/mig.config=all-3g.40gb-typo --overwrite >/dev/null
 until_eq "failed" "failed" 30 node_label "$NODE" nvidia.com/mig.config.state
-until_eq "Event" "yes" 30 bash -c "kubectl --kubeconfig $KUBECONFIG_E2E get events -A --field-selector involvedObject.name=$NODE,reason=ValidationFailed -o jsonpath='{.items[*].message}' | grep -q 'not defined in ConfigMap' && echo yes"
+until_eq "Event" "yes" 30 bash -c "kubectl --kubeconfig $KUBECONFIG_E2E get events -A --field-selector involvedObject.name=$NODE,reason=MIGConfigFailed -o jsonpath='{.items[*].message}' | grep -q 'not defined in ConfigMap' && echo yes"
 assert_eq "clients restored" "true" "$(node_label "$NODE" nvidia.com/gpu.deploy.device-plugin)"
 echo "PASS helm_flow3_mig"

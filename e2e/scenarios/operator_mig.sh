@@ -2,7 +2,11 @@
 # MIG end to end with the operator (user flow 3): labelling a node all-balanced makes it
 # reconfigure (clients paused, status says reconfiguring), then success, one MIG validation pod
 # per profile, ready again with 16/8/8; all-1g.5gb gives 56; a made-up config name fails with a
-# status entry and an Event saying why, clients restored and the other nodes unaffected.
+# status entry and an Event saying why, clients restored and the other nodes unaffected. The
+# operator judges each config as mig-parted applies it and says why it cannot work: a profile of
+# another GPU model, a config without an entry for the node's GPUs (mig-parted reports success
+# and changes nothing), a MIG label on a GPU without MIG or with the MIG manager disabled; and a
+# relabelled failed node gets no failure Event for a config that then succeeds.
 source "$(dirname "$0")/../lib.sh"
 source "$E2E_ROOT/lib_gpu.sh"
 source "$E2E_ROOT/lib_operator.sh"
@@ -70,9 +74,67 @@ until_eq "failed" "failed" 30 node_label p4d-1 nvidia.com/mig.config.state
 until_eq "status entry" "p4d-1 mig-manager failed" 30 cp_field '{.status.behind[0].node} {.status.behind[0].state} {.status.behind[0].phase}'
 assert_contains "reason" 'config "no-such-layout" is not defined in ConfigMap gpu-operator/default-mig-parted-config' \
     "$(cp_field '{.status.behind[0].reason}')"
-until_eq "Event" "ValidationFailed" 30 \
-    k get events -A --field-selector involvedObject.name=p4d-1,reason=ValidationFailed -o jsonpath='{.items[0].reason}'
+until_eq "Event" "MIGConfigFailed" 30 \
+    k get events -A --field-selector involvedObject.name=p4d-1,reason=MIGConfigFailed -o jsonpath='{.items[0].reason}'
 assert_eq "clients restored" "true" "$(node_label p4d-1 nvidia.com/gpu.deploy.device-plugin)"
 assert_eq "other nodes still validated" "ready" "$(cp_state)"
 assert_eq "p4d-0 unaffected" "nvidia.com/gpu=0 nvidia.com/mig-1g.5gb=56" "$(node_gpu_resources p4d-0)"
+
+# node_reason NODE: the reason of NODE's status entry ("" when it has none).
+node_reason() {
+    k get clusterpolicy cluster-policy -o json | python3 -c '
+import json, sys
+for b in json.load(sys.stdin)["status"].get("behind", []):
+    if b["node"] == sys.argv[1]: print(b["reason"])' "$1"
+}
+# warnings NODE TEXT: the Warning Events on NODE whose message holds TEXT, one a line.
+warnings() {
+    k get events -A --field-selector "involvedObject.name=$1,type=Warning" \
+        -o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}' | grep -F -- "$2" || true
+}
+
+step "the failed node relabelled to a config that works: no failure Event for it"
+k label nodes p4d-1 nvidia.com/mig.config=all-disabled --overwrite >/dev/null
+until_eq "success" "success" 60 node_label p4d-1 nvidia.com/mig.config.state
+until_eq "p4d-1 validated again" "" 60 node_reason p4d-1
+assert_eq "no Warning about all-disabled" "" "$(warnings p4d-1 all-disabled)"
+
+step "a config for another GPU model: failed, saying the profile is not on this GPU"
+k label nodes p4d-1 nvidia.com/mig.config=all-7g.80gb --overwrite >/dev/null
+until_eq "failed" "failed" 30 node_label p4d-1 nvidia.com/mig.config.state
+until_contains() { # until_contains WHAT TEXT TIMEOUT CMD...
+    local what=$1 text=$2 t=$3
+    shift 3
+    local end=$((SECONDS + t)) out=""
+    while [ $SECONDS -lt $end ]; do
+        out=$("$@" 2>/dev/null || true)
+        case "$out" in *"$text"*) return 0 ;; esac
+        sleep 0.3
+    done
+    fail "$what: never contained [$text]; last [$out]"
+}
+until_contains "reason" 'cannot be applied to this node'"'"'s A100-SXM4-40GB GPUs: mig-configs.all-7g.80gb: GPU 0: error setting MIGConfig: error attempting multiple config orderings: MIG profile "7g.80gb" not found on this GPU' 30 node_reason p4d-1
+until_contains "node Event" 'MIGConfigFailed: MIG config "all-7g.80gb"' 30 warnings p4d-1 all-7g.80gb
+until_contains "policy Event" 'node p4d-1: MIG config "all-7g.80gb"' 30 warnings cluster-policy all-7g.80gb
+
+step "a config without an entry for the node's GPUs: mig-parted says success, the status says why"
+k label nodes p4d-1 nvidia.com/mig.config=all-1g.35gb --overwrite >/dev/null
+until_eq "success" "success" 60 node_label p4d-1 nvidia.com/mig.config.state
+until_contains "reason" 'MIG config "all-1g.35gb" (ConfigMap gpu-operator/default-mig-parted-config) has no entry for this node'"'"'s GPUs (A100-SXM4-40GB, device id 0x20B010DE): the MIG manager applies nothing to them and reports success' 30 node_reason p4d-1
+until_contains "node Event" 'MIGConfigFailed: MIG config "all-1g.35gb"' 30 warnings p4d-1 all-1g.35gb
+until_eq "the policy is ready (a MIG failure holds no other node back)" "ready" 60 cp_state
+assert_eq "the status counts it failed" "1" "$(cp_field '{.status.nodes.failed}')"
+
+step "a MIG label on GPUs without MIG (T4): said, not silently ignored"
+k label nodes t4-0 nvidia.com/mig.config=all-1g.5gb --overwrite >/dev/null
+until_contains "reason" 'nvidia.com/mig.config=all-1g.5gb is set, but this node'"'"'s GPUs (Tesla-T4) cannot do MIG (nvidia.com/mig.capable=false): the label has no effect; remove it' 30 node_reason t4-0
+until_contains "node Event" 'MIGConfigFailed: nvidia.com/mig.config=all-1g.5gb is set' 30 warnings t4-0 all-1g.5gb
+assert_eq "t4-0's GPUs still validated and advertised" "nvidia.com/gpu=4" "$(node_gpu_resources t4-0)"
+k label nodes t4-0 nvidia.com/mig.config- >/dev/null
+until_eq "label removed: no entry" "" 30 node_reason t4-0
+
+step "a MIG label while the MIG manager is disabled: said"
+k patch clusterpolicy cluster-policy --type merge -p '{"spec":{"migManager":{"enabled":false}}}' >/dev/null
+until_contains "reason" 'nvidia.com/mig.config=all-1g.5gb is set, but the MIG manager is disabled (ClusterPolicy spec.migManager.enabled=false): nothing applies it' 60 node_reason p4d-0
+until_contains "node Event" 'MIGConfigFailed: nvidia.com/mig.config=all-1g.5gb is set, but the MIG manager is disabled' 30 warnings p4d-0 disabled
 echo "PASS operator_mig"
