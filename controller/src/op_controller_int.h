@@ -62,6 +62,7 @@ typedef struct op_node_result {
     char *reason; /* owned; NULL reads as "" (one per node: sized to fit, not a fixed buffer) */
     unsigned char upgrade; /* op_upgrade_state */
     bool unavailable;      /* cordoned or not Ready (what NVIDIA's upgrade counts as unavailable) */
+    bool sharing_invalid;  /* the device plugin would refuse the node's sharing config */
 } op_node_result;
 
 /* The reason, never NULL; and the map's free function for results. */
@@ -80,6 +81,12 @@ struct op_controller {
     uv_timer_t tick;
     uv_timer_t trim; /* returns freed heap to the system now and then */
     kc_informer *policies, *nodes, *pods, *daemonsets;
+    /* ConfigMaps of the operator namespace as stubs (name, resourceVersion), with their data only
+     * for the one spec.devicePlugin.config.name names (cm_want): the sharing configs. */
+    kc_informer *configmaps;
+    pthread_mutex_t cm_mu; /* guards cm_want and cm_fetched */
+    char cm_want[256];
+    json_t *cm_fetched; /* cm_want as read directly, while its cached stub has no data */
     op_kind *kinds;
     size_t n_kinds;
     kc_workqueue *q;
@@ -119,6 +126,7 @@ struct op_controller {
     kc_map *expect;         /* node name → op_expect*: own writes the caches have not shown yet */
     kc_series *m_dict;      /* strings in the node and pod caches' shared dictionary */
     kc_series *m_throttled; /* time requests waited for the client-side rate limit */
+    kc_series *m_sharing_errors; /* GPU nodes whose sharing config the plugin would refuse */
 
     /* The node and pod caches keep packed records over one string dictionary. */
     kc_pack_dict *pack;
@@ -165,6 +173,11 @@ size_t op_expect_sweep(op_controller *c, uint64_t ahead_ms);
 /* Pods of the operator's namespace on a node (new array of new references; NULL when out of
  * memory). */
 json_t *op_node_pods(op_controller *c, const char *node);
+
+/* The ConfigMap `name` of the operator namespace with its data (new reference), and from now on
+ * the one whose data the ConfigMap cache keeps; NULL when it does not exist, or, with *failed
+ * set, when it could not be read (out of memory, a failed GET). */
+json_t *op_sharing_configmap(op_controller *c, const char *name, bool *failed);
 
 /* ---- op_status.c: the status reconciler ---- */
 long op_reconcile_status(op_controller *c);
