@@ -48,26 +48,6 @@ static void kcset_free(kcset *set)
     set->n = 0;
 }
 
-static const char *kind_of(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "a mapping";
-    case JSON_ARRAY:
-        return "a list";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL:
-        return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    default:
-        return "null";
-    }
-}
-
 __attribute__((format(printf, 3, 4))) static kc_code cfg_err(kc_err *err, const where *w,
                                                              const char *fmt, ...)
 {
@@ -94,7 +74,8 @@ static kc_code get_str_at(const json_t *obj, const char *prefix, const char *key
     if (!v || json_is_null(v))
         return KC_OK;
     if (!json_is_string(v))
-        return cfg_err(err, w, "%s%s: expected a string, got %s", prefix, key, kind_of(v));
+        return cfg_err(err, w, "%s%s: expected a string, got %s", prefix, key,
+                       kc_json_kind(v, true));
     if (json_string_length(v) != strlen(json_string_value(v)))
         return cfg_err(err, w, "%s%s: contains a NUL character", prefix, key);
     if (json_string_length(v) > 0)
@@ -116,7 +97,8 @@ static kc_code get_bool_at(const json_t *obj, const char *prefix, const char *ke
     if (!v || json_is_null(v))
         return KC_OK;
     if (!json_is_boolean(v))
-        return cfg_err(err, w, "%s%s: expected true or false, got %s", prefix, key, kind_of(v));
+        return cfg_err(err, w, "%s%s: expected true or false, got %s", prefix, key,
+                       kc_json_kind(v, true));
     *out = json_is_true(v);
     return KC_OK;
 }
@@ -259,7 +241,7 @@ static kc_code find_named(const kcset *set, const char *list, const char *inner_
              * must not pass as "no credentials". */
             if (in && !json_is_null(in) && !json_is_object(in))
                 return cfg_err(err, &wf, "%s%s: expected a mapping, got %s", prefix, inner_key,
-                               kind_of(in));
+                               kc_json_kind(in, true));
             return check_fields(item, entry, 2, prefix, "", &wf, err);
         }
     }
@@ -400,7 +382,7 @@ static kc_code exec_args(const json_t *ex, const where *w, kc_exec_config *e, kc
     if (!a || json_is_null(a))
         return KC_OK;
     if (!json_is_array(a))
-        return cfg_err(err, w, "exec.args: expected a list, got %s", kind_of(a));
+        return cfg_err(err, w, "exec.args: expected a list, got %s", kc_json_kind(a, true));
     if (json_array_size(a) == 0)
         return KC_OK;
     e->args = calloc(json_array_size(a), sizeof(*e->args));
@@ -411,7 +393,8 @@ static kc_code exec_args(const json_t *ex, const where *w, kc_exec_config *e, kc
     json_array_foreach(a, i, v)
     {
         if (!json_is_string(v))
-            return cfg_err(err, w, "exec.args[%zu]: expected a string, got %s", i, kind_of(v));
+            return cfg_err(err, w, "exec.args[%zu]: expected a string, got %s", i,
+                           kc_json_kind(v, true));
         if (json_string_length(v) != strlen(json_string_value(v)))
             return cfg_err(err, w, "exec.args[%zu]: contains a NUL character", i);
         e->args[i] = strdup(json_string_value(v));
@@ -430,7 +413,7 @@ static kc_code exec_env(const json_t *ex, const where *w, kc_exec_config *e, kc_
     if (!a || json_is_null(a))
         return KC_OK;
     if (!json_is_array(a))
-        return cfg_err(err, w, "exec.env: expected a list, got %s", kind_of(a));
+        return cfg_err(err, w, "exec.env: expected a list, got %s", kc_json_kind(a, true));
     if (json_array_size(a) == 0)
         return KC_OK;
     e->env = calloc(json_array_size(a), sizeof(*e->env));
@@ -443,7 +426,8 @@ static kc_code exec_env(const json_t *ex, const where *w, kc_exec_config *e, kc_
         char prefix[48];
         snprintf(prefix, sizeof(prefix), "exec.env[%zu].", i);
         if (!json_is_object(item))
-            return cfg_err(err, w, "exec.env[%zu]: expected a mapping, got %s", i, kind_of(item));
+            return cfg_err(err, w, "exec.env[%zu]: expected a mapping, got %s", i,
+                           kc_json_kind(item, true));
         const char *name, *value;
         kc_code rc = check_fields(item, fields, 2, prefix, "", w, err);
         if (!rc)
@@ -481,7 +465,7 @@ static kc_code parse_exec(const json_t *ex, const char *dir, const where *w, kc_
     };
     *out = NULL;
     if (!json_is_object(ex))
-        return cfg_err(err, w, "exec: expected a mapping, got %s", kind_of(ex));
+        return cfg_err(err, w, "exec: expected a mapping, got %s", kc_json_kind(ex, true));
     const char *api, *command, *hint, *mode;
     bool pci;
     kc_code rc = check_fields(ex, fields, sizeof(fields) / sizeof(fields[0]), "exec.", "", w, err);
@@ -728,7 +712,7 @@ static kc_code check_list(const json_t *doc, const char *list, const where *w, k
         return json_object_set_new((json_t *)doc, list, json_array()) ? oom(err) : KC_OK;
     }
     if (!json_is_array(arr))
-        return cfg_err(err, w, "%s: expected a list, got %s", list, kind_of(arr));
+        return cfg_err(err, w, "%s: expected a list, got %s", list, kc_json_kind(arr, true));
     /* The names seen so far, as keys of an object, so large files are checked in linear time. */
     json_t *seen = json_object();
     if (!seen)
@@ -740,13 +724,14 @@ static kc_code check_list(const json_t *doc, const char *list, const where *w, k
     {
         const json_t *name = json_object_get(item, "name");
         if (!json_is_object(item)) {
-            rc = cfg_err(err, w, "%s[%zu]: expected a mapping, got %s", list, i, kind_of(item));
+            rc = cfg_err(err, w, "%s[%zu]: expected a mapping, got %s", list, i,
+                         kc_json_kind(item, true));
             break;
         }
         if (!json_is_string(name) || json_string_length(name) == 0 ||
             json_string_length(name) != strlen(json_string_value(name))) {
             rc = cfg_err(err, w, "%s[%zu]: name: expected a non-empty string, got %s", list, i,
-                         name ? kind_of(name) : "none");
+                         name ? kc_json_kind(name, true) : "none");
             break;
         }
         const char *n = json_string_value(name);
@@ -779,7 +764,8 @@ static kc_code kcset_add_buffer(kcset *set, const char *buf, size_t len, const c
     if (rc)
         return cfg_err(err, &w, "%s", yerr.msg);
     if (!json_is_object(doc)) {
-        rc = cfg_err(err, &w, "expected a mapping at the top level, got %s", kind_of(doc));
+        rc = cfg_err(err, &w, "expected a mapping at the top level, got %s",
+                     kc_json_kind(doc, true));
         goto fail;
     }
     /* preferences only ever held kubectl's display settings; extensions are ignorable. */
@@ -798,7 +784,7 @@ static kc_code kcset_add_buffer(kcset *set, const char *buf, size_t len, const c
     }
     const json_t *cc = json_object_get(doc, "current-context");
     if (cc && !json_is_null(cc) && !json_is_string(cc)) {
-        rc = cfg_err(err, &w, "current-context: expected a string, got %s", kind_of(cc));
+        rc = cfg_err(err, &w, "current-context: expected a string, got %s", kc_json_kind(cc, true));
         goto fail;
     }
     f.path = strdup(path);

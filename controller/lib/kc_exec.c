@@ -1,6 +1,7 @@
 /* kc_exec: runs exec credential plugins and reads the ExecCredential they print. */
 #include "kc_exec.h"
 #include "kc_base64.h"
+#include "kc_yaml.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -88,26 +89,6 @@ bool kc_exec_parse_time(const char *s, time_t *out)
     return true;
 }
 
-static const char *kind_of(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "an array";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL:
-        return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    default:
-        return "null";
-    }
-}
-
 /* What jansson found wrong, in fixed words: its own text quotes the input near the fault, which
  * may be part of a token. */
 static const char *json_problem(const json_error_t *je)
@@ -156,7 +137,8 @@ static kc_code cred_str(const json_t *obj, const char *path, const char *key, co
     if (!v || json_is_null(v))
         return KC_OK;
     if (!json_is_string(v))
-        return kc_err_set(err, KC_EPARSE, "%s%s: expected a string, got %s", path, key, kind_of(v));
+        return kc_err_set(err, KC_EPARSE, "%s%s: expected a string, got %s", path, key,
+                          kc_json_kind(v, false));
     if (json_string_length(v) > 0)
         *out = json_string_value(v);
     return KC_OK;
@@ -214,7 +196,8 @@ kc_code kc_exec_parse_credential(const char *buf, size_t len, const char *api_ve
     kc_code rc;
     const json_t *status = NULL;
     if (!json_is_object(doc)) {
-        rc = kc_err_set(err, KC_EPARSE, "expected an ExecCredential object, got %s", kind_of(doc));
+        rc = kc_err_set(err, KC_EPARSE, "expected an ExecCredential object, got %s",
+                        kc_json_kind(doc, false));
         goto drop_doc;
     }
     rc = cred_expect(doc, "kind", "ExecCredential", err);
@@ -228,7 +211,8 @@ kc_code kc_exec_parse_credential(const char *buf, size_t len, const char *api_ve
         goto drop_doc;
     }
     if (!json_is_object(status)) {
-        rc = kc_err_set(err, KC_EPARSE, "status: expected an object, got %s", kind_of(status));
+        rc = kc_err_set(err, KC_EPARSE, "status: expected an object, got %s",
+                        kc_json_kind(status, false));
         goto drop_doc;
     }
     const char *token, *cert, *key, *exp;

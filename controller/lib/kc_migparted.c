@@ -2,7 +2,6 @@
 #include "kc_migparted.h"
 
 #include <ctype.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,19 +10,6 @@
 #include "kc_yaml.h"
 
 #define PATH_MAX_LEN 256
-
-/* Sets "path: message" as a KC_EINVALID error. */
-static kc_code fail(kc_err *err, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static kc_code fail(kc_err *err, const char *path, const char *fmt, ...)
-{
-    char msg[KC_ERR_MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    return kc_err_set(err, KC_EINVALID, "%s: %s", path, msg);
-}
 
 /* Keys holding dots or other punctuation are quoted in paths so the path stays unambiguous. */
 static void key_path(char *out, size_t size, const char *parent, const char *key)
@@ -95,7 +81,7 @@ static kc_code parse_devices(const json_t *v, const char *path, kc_mp_entry *e, 
         return KC_OK;
     }
     if (!json_is_array(v))
-        return fail(err, path, "must be \"all\" or a list of GPU indices");
+        return kc_yaml_fail(err, path, "must be \"all\" or a list of GPU indices");
     size_t n = json_array_size(v);
     e->devices = calloc(n ? n : 1, sizeof(*e->devices));
     if (!e->devices)
@@ -105,7 +91,7 @@ static kc_code parse_devices(const json_t *v, const char *path, kc_mp_entry *e, 
         if (!json_is_integer(d) || json_integer_value(d) < 0 || json_integer_value(d) > 1023) {
             char p[PATH_MAX_LEN];
             snprintf(p, sizeof(p), "%s[%zu]", path, i);
-            return fail(err, p, "must be a non-negative GPU index");
+            return kc_yaml_fail(err, p, "must be a non-negative GPU index");
         }
         e->devices[e->n_devices++] = (int)json_integer_value(d);
     }
@@ -119,7 +105,7 @@ static kc_code parse_filter(const json_t *v, const char *path, kc_mp_entry *e, k
     int single = !json_is_array(v);
     size_t n = single ? 1 : json_array_size(v);
     if (single && !json_is_string(v) && !json_is_integer(v))
-        return fail(err, path, "must be a PCI id or a list of PCI ids");
+        return kc_yaml_fail(err, path, "must be a PCI id or a list of PCI ids");
     e->filter = calloc(n ? n : 1, sizeof(*e->filter));
     if (!e->filter)
         return kc_err_set(err, KC_ENOMEM, "out of memory");
@@ -132,8 +118,8 @@ static kc_code parse_filter(const json_t *v, const char *path, kc_mp_entry *e, k
             snprintf(p, sizeof(p), "%s[%zu]", path, i);
         if (parse_pci_id(d, &e->filter[e->n_filter]) != 0) {
             if (json_is_string(d))
-                return fail(err, p, "\"%s\" %s", json_string_value(d), form);
-            return fail(err, p, "%s", "must be a PCI id string such as \"0x20B010DE\"");
+                return kc_yaml_fail(err, p, "\"%s\" %s", json_string_value(d), form);
+            return kc_yaml_fail(err, p, "%s", "must be a PCI id string such as \"0x20B010DE\"");
         }
         e->n_filter++;
     }
@@ -143,7 +129,7 @@ static kc_code parse_filter(const json_t *v, const char *path, kc_mp_entry *e, k
 static kc_code parse_mig_devices(const json_t *v, const char *path, kc_mp_entry *e, kc_err *err)
 {
     if (!json_is_object(v))
-        return fail(err, path, "must be a map of MIG profile to count");
+        return kc_yaml_fail(err, path, "must be a map of MIG profile to count");
     size_t n = json_object_size(v);
     e->profiles = calloc(n ? n : 1, sizeof(*e->profiles));
     e->counts = calloc(n ? n : 1, sizeof(*e->counts));
@@ -156,7 +142,7 @@ static kc_code parse_mig_devices(const json_t *v, const char *path, kc_mp_entry 
         char p[PATH_MAX_LEN];
         key_path(p, sizeof(p), path, key);
         if (!json_is_integer(val) || json_integer_value(val) <= 0 || json_integer_value(val) > 1000)
-            return fail(err, p, "count must be a positive integer");
+            return kc_yaml_fail(err, p, "count must be a positive integer");
         e->profiles[e->n_profiles] = strdup(key);
         if (!e->profiles[e->n_profiles])
             return kc_err_set(err, KC_ENOMEM, "out of memory");
@@ -170,7 +156,8 @@ static kc_code parse_entry(const json_t *v, const char *path, kc_mp_entry *e, kc
     char p[PATH_MAX_LEN];
     kc_code rc;
     if (!json_is_object(v))
-        return fail(err, path, "must be a mapping with devices, mig-enabled and mig-devices");
+        return kc_yaml_fail(err, path,
+                            "must be a mapping with devices, mig-enabled and mig-devices");
     const char *key;
     json_t *val;
     json_object_foreach((json_t *)v, key, val)
@@ -178,30 +165,31 @@ static kc_code parse_entry(const json_t *v, const char *path, kc_mp_entry *e, kc
         if (strcmp(key, "devices") != 0 && strcmp(key, "mig-enabled") != 0 &&
             strcmp(key, "mig-devices") != 0 && strcmp(key, "device-filter") != 0) {
             key_path(p, sizeof(p), path, key);
-            return fail(err, p,
-                        "unknown key (expected devices, mig-enabled, mig-devices, device-filter)");
+            return kc_yaml_fail(
+                err, p, "unknown key (expected devices, mig-enabled, mig-devices, device-filter)");
         }
     }
     snprintf(p, sizeof(p), "%s.devices", path);
     const json_t *devices = json_object_get(v, "devices");
     if (!devices)
-        return fail(err, p, "required (\"all\" or a list of GPU indices)");
+        return kc_yaml_fail(err, p, "required (\"all\" or a list of GPU indices)");
     if ((rc = parse_devices(devices, p, e, err)) != KC_OK)
         return rc;
     snprintf(p, sizeof(p), "%s.mig-enabled", path);
     const json_t *enabled = json_object_get(v, "mig-enabled");
     if (!enabled)
-        return fail(err, p, "required (true or false)");
+        return kc_yaml_fail(err, p, "required (true or false)");
     if (!json_is_boolean(enabled))
-        return fail(err, p, "must be true or false");
+        return kc_yaml_fail(err, p, "must be true or false");
     e->mig_enabled = json_is_true(enabled);
     snprintf(p, sizeof(p), "%s.mig-devices", path);
     const json_t *devs = json_object_get(v, "mig-devices");
     if (e->mig_enabled && !devs)
-        return fail(err, p, "required when mig-enabled is true (use {} for no MIG devices)");
+        return kc_yaml_fail(err, p,
+                            "required when mig-enabled is true (use {} for no MIG devices)");
     if (!e->mig_enabled && devs && !json_is_null(devs) &&
         !(json_is_object(devs) && json_object_size(devs) == 0))
-        return fail(err, p, "must be empty when mig-enabled is false");
+        return kc_yaml_fail(err, p, "must be empty when mig-enabled is false");
     if (e->mig_enabled && (rc = parse_mig_devices(devs, p, e, err)) != KC_OK)
         return rc;
     snprintf(p, sizeof(p), "%s.device-filter", path);
@@ -219,7 +207,7 @@ static kc_code parse_config(const char *name, const json_t *v, kc_mp_config *c, 
     if (!c->name)
         return kc_err_set(err, KC_ENOMEM, "out of memory");
     if (!json_is_array(v))
-        return fail(err, path, "must be a list of entries");
+        return kc_yaml_fail(err, path, "must be a list of entries");
     size_t n = json_array_size(v);
     c->entries = calloc(n ? n : 1, sizeof(*c->entries));
     if (!c->entries)
@@ -251,23 +239,26 @@ kc_code kc_migparted_from_json(const json_t *doc, kc_migparted **out, kc_err *er
         if (strcmp(key, "version") != 0 && strcmp(key, "mig-configs") != 0) {
             char p[PATH_MAX_LEN];
             key_path(p, sizeof(p), "", key);
-            return fail(err, p, "unknown top-level key (expected version and mig-configs)");
+            return kc_yaml_fail(err, p, "unknown top-level key (expected version and mig-configs)");
         }
     }
     const json_t *version = json_object_get(doc, "version");
     if (!version)
-        return fail(err, "version", "required (the only supported value is v1)");
+        return kc_yaml_fail(err, "version", "required (the only supported value is v1)");
     if (!json_is_string(version) || strcmp(json_string_value(version), "v1") != 0) {
         if (json_is_string(version))
-            return fail(err, "version", "\"%s\" is not supported (the only supported value is v1)",
-                        json_string_value(version));
-        return fail(err, "version", "must be the string v1");
+            return kc_yaml_fail(err, "version",
+                                "\"%s\" is not supported (the only supported value is v1)",
+                                json_string_value(version));
+        return kc_yaml_fail(err, "version", "must be the string v1");
     }
     const json_t *configs = json_object_get(doc, "mig-configs");
     if (!configs)
-        return fail(err, "mig-configs", "required (a map of config name to a list of entries)");
+        return kc_yaml_fail(err, "mig-configs",
+                            "required (a map of config name to a list of entries)");
     if (!json_is_object(configs))
-        return fail(err, "mig-configs", "must be a map of config name to a list of entries");
+        return kc_yaml_fail(err, "mig-configs",
+                            "must be a map of config name to a list of entries");
     kc_migparted *mp = calloc(1, sizeof(*mp));
     if (!mp)
         return kc_err_set(err, KC_ENOMEM, "out of memory");

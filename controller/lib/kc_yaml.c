@@ -755,3 +755,53 @@ kc_code kc_yaml_parse_one(const char *buf, size_t len, const char *name, json_t 
     json_decref(docs);
     return *doc_out ? KC_OK : kc_err_set(err, KC_ENOMEM, "out of memory");
 }
+
+const char *kc_json_kind(const json_t *v, bool yaml_words)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return yaml_words ? "a mapping" : "an object";
+    case JSON_ARRAY:
+        return yaml_words ? "a list" : "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL:
+        return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    default:
+        return "null";
+    }
+}
+
+const char *kc_yaml_key_list(const json_t *obj, char *buf, size_t size)
+{
+    size_t off = 0;
+    const char *key;
+    json_t *val;
+    if (size == 0)
+        return buf;
+    buf[0] = '\0';
+    json_object_foreach((json_t *)obj, key, val)
+    {
+        int n = snprintf(buf + off, size - off, "%s%s", off ? ", " : "", key);
+        if (n < 0 || (size_t)n >= size - off) {
+            buf[off] = '\0';
+            break;
+        }
+        off += (size_t)n;
+    }
+    return buf;
+}
+
+kc_code kc_yaml_fail(kc_err *err, const char *path, const char *fmt, ...)
+{
+    char msg[KC_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return kc_err_set(err, KC_EINVALID, "%s: %s", path, msg);
+}

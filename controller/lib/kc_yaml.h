@@ -3,6 +3,7 @@
 #define KC_YAML_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "kc_error.h"
@@ -24,5 +25,16 @@ kc_code kc_yaml_parse_file(const char *path, json_t **docs_out, kc_err *err);
 /* Parses a stream that must hold exactly one document (an empty stream gives an empty object). */
 kc_code kc_yaml_parse_one(const char *buf, size_t len, const char *name, json_t **doc_out,
                           kc_err *err);
+
+/* For messages about a parsed document: what a value is ("a string", "a number", "a boolean",
+ * "null"; a mapping and a list in YAML's words, else "an object" and "an array"). */
+const char *kc_json_kind(const json_t *v, bool yaml_words);
+
+/* The keys of a mapping as "a, b, c" in buf (truncated to whole keys that fit); returns buf. */
+const char *kc_yaml_key_list(const json_t *obj, char *buf, size_t size);
+
+/* Sets a KC_EINVALID error "path: message" about a value of a parsed document. */
+kc_code kc_yaml_fail(kc_err *err, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

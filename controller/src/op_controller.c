@@ -228,6 +228,113 @@ static bool queue_node_cb(const char *key, const json_t *node, void *ud)
     return true;
 }
 
+/* ---- the ConfigMaps the operator reads: sharing (spec.devicePlugin.config.name) and MIG
+ * (spec.migManager.config.name) ----
+ * The cache keeps every ConfigMap of the namespace as a stub and the data of the wanted ones
+ * only; a change of one queues every node, so that a config fixed or broken is reported within
+ * the reconcile that follows. */
+
+static bool cm_wanted(op_controller *c, const char *name)
+{
+    bool want = false;
+    pthread_mutex_lock(&c->cm_mu);
+    for (int i = 0; name && i < OP_CM_WANTED; i++)
+        want = want || (c->cm_want[i][0] && !strcmp(name, c->cm_want[i]));
+    pthread_mutex_unlock(&c->cm_mu);
+    return want;
+}
+
+static json_t *cm_transform(json_t *obj, const kc_resource *res, void *ud)
+{
+    (void)res;
+    const json_t *m = json_object_get(obj, "metadata");
+    const char *name = str_at(obj, "metadata", "name");
+    json_t *out =
+        json_pack("{s:s, s:s, s:{s:O*, s:O*, s:O*, s:O*}}", "apiVersion", "v1", "kind", "ConfigMap",
+                  "metadata", "name", json_object_get(m, "name"), "namespace",
+                  json_object_get(m, "namespace"), "uid", json_object_get(m, "uid"),
+                  "resourceVersion", json_object_get(m, "resourceVersion"));
+    if (out && cm_wanted(ud, name)) {
+        json_t *data = json_object_get(obj, "data");
+        /* "data" present, even empty, says the stub carries the ConfigMap's data. */
+        if (json_object_set_new(out, "data",
+                                json_is_object(data) ? json_incref(data) : json_object())) {
+            json_decref(out);
+            out = NULL;
+        }
+    }
+    json_decref(obj);
+    return out;
+}
+
+static void on_cm(kc_informer *i, const json_t *o, void *ud)
+{
+    (void)i;
+    op_controller *c = ud;
+    if (!cm_wanted(c, str_at(o, "metadata", "name")))
+        return;
+    kc_informer_foreach(c->nodes, queue_node_cb, c);
+    op_enqueue(c, OP_KEY_STATUS, 200);
+}
+
+static void on_cm_upd(kc_informer *i, const json_t *a, const json_t *b, void *ud)
+{
+    (void)a;
+    on_cm(i, b, ud);
+}
+
+json_t *op_wanted_configmap(op_controller *c, int slot, const char *name, bool *failed)
+{
+    *failed = false;
+    pthread_mutex_lock(&c->cm_mu);
+    if (strcmp(c->cm_want[slot], name)) {
+        snprintf(c->cm_want[slot], sizeof(c->cm_want[slot]), "%s", name);
+        json_decref(c->cm_fetched[slot]);
+        c->cm_fetched[slot] = NULL;
+    }
+    pthread_mutex_unlock(&c->cm_mu);
+    json_t *cm = c->configmaps ? kc_informer_get(c->configmaps, c->ns, name) : NULL;
+    if (!cm) {
+        *failed = !c->configmaps || kc_informer_has(c->configmaps, c->ns, name);
+        return NULL;
+    }
+    if (json_object_get(cm, "data"))
+        return cm;
+    /* Cached before it was the wanted one: read it once per resourceVersion (its next change
+     * arrives with its data). */
+    const char *rv = str_at(cm, "metadata", "resourceVersion");
+    json_t *got = NULL;
+    pthread_mutex_lock(&c->cm_mu);
+    if (c->cm_fetched[slot] && rv && !strcmp(c->cm_want[slot], name) &&
+        !strcmp(rv, str_at(c->cm_fetched[slot], "metadata", "resourceVersion") ?: ""))
+        got = json_incref(c->cm_fetched[slot]);
+    pthread_mutex_unlock(&c->cm_mu);
+    json_decref(cm);
+    if (got)
+        return got;
+    kc_err err;
+    kc_code rc = kc_get(c->api, &KC_RES_CONFIGMAPS, c->ns, name, &got, &err);
+    if (rc == KC_ENOTFOUND)
+        return NULL;
+    if (rc != KC_OK) {
+        kc_warn("cannot read a ConfigMap", "name=%s err=\"%s\"", name, err.msg);
+        *failed = true;
+        return NULL;
+    }
+    if (!json_object_get(got, "data") && json_object_set_new(got, "data", json_object())) {
+        json_decref(got);
+        *failed = true;
+        return NULL;
+    }
+    pthread_mutex_lock(&c->cm_mu);
+    if (!strcmp(c->cm_want[slot], name)) {
+        json_decref(c->cm_fetched[slot]);
+        c->cm_fetched[slot] = json_incref(got);
+    }
+    pthread_mutex_unlock(&c->cm_mu);
+    return got;
+}
+
 static void on_policy(kc_informer *i, const json_t *o, void *ud)
 {
     (void)i;
@@ -720,7 +827,8 @@ static void on_tick(uv_timer_t *t)
     if (c->workers_started)
         return;
     if (!kc_informer_synced(c->policies) || !kc_informer_synced(c->nodes) ||
-        !kc_informer_synced(c->pods) || !kc_informer_synced(c->daemonsets))
+        !kc_informer_synced(c->pods) || !kc_informer_synced(c->daemonsets) ||
+        !kc_informer_synced(c->configmaps))
         return;
     for (size_t i = 0; i < c->n_kinds; i++)
         if (c->kinds[i].inf && !kc_informer_synced(c->kinds[i].inf))
@@ -838,6 +946,7 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     c->kinds = calloc(N_KINDS, sizeof(*c->kinds));
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->mig_mu, NULL);
+    pthread_mutex_init(&c->cm_mu, NULL);
     atomic_init(&c->synced, false);
     atomic_init(&c->running, false);
     atomic_init(&c->gpu_nodes, 0);
@@ -973,6 +1082,7 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
     kc_informer_handlers nh = {on_node_add, on_node_upd, on_node_del, c};
     kc_informer_handlers podh = {on_pod_add, on_pod_upd, on_pod_del, c};
     kc_informer_handlers oh = {on_owned, on_owned_upd, on_owned, c};
+    kc_informer_handlers cmh = {on_cm, on_cm_upd, on_cm, c};
     /* Nodes and pods are the caches that grow with the fleet: they keep packed records (one
      * allocation per object instead of one per value, keys and recurring strings shared, UIDs
      * and timestamps in binary: about a quarter of the compact JSON text) and list in pages of
@@ -982,12 +1092,15 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
     kc_informer_opts owned = {.label_selector = OP_MANAGED_LABEL "=" OP_MANAGED_VALUE};
     kc_informer_opts po = {
         .transform = op_pod_transform, .name = "pods", .codec = &c->pack_codec, .page_size = 100};
+    kc_informer_opts cmo = {.transform = cm_transform, .transform_ud = c, .name = "configmaps"};
     if ((rc = kc_informer_new(c->api, &c->loop, &KC_RES_CLUSTERPOLICIES, NULL, &ph, NULL,
                               &c->policies, err)) != KC_OK ||
         (rc = kc_informer_new(c->api, &c->loop, &KC_RES_NODES, NULL, &nh, &no, &c->nodes, err)) !=
             KC_OK ||
         (rc = kc_informer_new(c->api, &c->loop, &KC_RES_PODS, c->ns, &podh, &po, &c->pods, err)) !=
-            KC_OK)
+            KC_OK ||
+        (rc = kc_informer_new(c->api, &c->loop, &KC_RES_CONFIGMAPS, c->ns, &cmh, &cmo,
+                              &c->configmaps, err)) != KC_OK)
         goto out;
     for (size_t i = 0; i < c->n_kinds; i++) {
         op_kind *k = &c->kinds[i];
@@ -1015,7 +1128,8 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
     }
     if ((rc = kc_informer_start(c->policies, err)) != KC_OK ||
         (rc = kc_informer_start(c->nodes, err)) != KC_OK ||
-        (rc = kc_informer_start(c->pods, err)) != KC_OK)
+        (rc = kc_informer_start(c->pods, err)) != KC_OK ||
+        (rc = kc_informer_start(c->configmaps, err)) != KC_OK)
         goto out;
     uv_timer_start(&c->tick, on_tick, 20, 50);
     kc_info("operator started", "namespace=%s", c->ns);
@@ -1032,9 +1146,10 @@ out:
     kc_informer_free(c->policies);
     kc_informer_free(c->nodes);
     kc_informer_free(c->pods);
+    kc_informer_free(c->configmaps);
     for (size_t i = 0; i < c->n_kinds; i++)
         kc_informer_free(c->kinds[i].inf);
-    c->policies = c->nodes = c->pods = c->daemonsets = NULL;
+    c->policies = c->nodes = c->pods = c->daemonsets = c->configmaps = NULL;
     for (size_t i = 0; i < c->n_kinds; i++)
         c->kinds[i].inf = NULL;
     kc_pipe_free(c->pipe); /* its last callbacks used the queue and the maps */
@@ -1073,6 +1188,9 @@ void op_controller_free(op_controller *c)
     json_decref(c->ds_by_state);
     kc_pack_dict_free(c->pack);
     pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->cm_mu);
+    for (int i = 0; i < OP_CM_WANTED; i++)
+        json_decref(c->cm_fetched[i]);
     free(c->kinds);
     free(c->workers);
     free(c->ns);

@@ -64,6 +64,7 @@ typedef struct op_node_result {
     char *reason; /* owned; NULL reads as "" (one per node: sized to fit, not a fixed buffer) */
     unsigned char upgrade; /* op_upgrade_state */
     bool unavailable;      /* cordoned or not Ready (what NVIDIA's upgrade counts as unavailable) */
+    bool sharing_invalid;  /* the device plugin would refuse the node's sharing config */
 } op_node_result;
 
 /* The reason, never NULL; and the map's free function for results. */
@@ -77,6 +78,10 @@ typedef struct op_mig_owner {
 } op_mig_owner;
 void op_mig_owner_free(void *o);
 
+/* The ConfigMaps whose data the operator reads (op_wanted_configmap): the device plugin's sharing
+ * configs and the MIG manager's config. */
+enum { OP_CM_SHARING, OP_CM_MIG, OP_CM_WANTED };
+
 struct op_controller {
     op_controller_opts o;
     char *ns;
@@ -89,6 +94,13 @@ struct op_controller {
     uv_timer_t tick;
     uv_timer_t trim; /* returns freed heap to the system now and then */
     kc_informer *policies, *nodes, *pods, *daemonsets;
+    /* ConfigMaps of the operator namespace as stubs (name, resourceVersion), with their data only
+     * for those cm_want names: the sharing configs (spec.devicePlugin.config.name) and the MIG
+     * manager's (spec.migManager.config.name). */
+    kc_informer *configmaps;
+    pthread_mutex_t cm_mu; /* guards cm_want and cm_fetched */
+    char cm_want[OP_CM_WANTED][256];
+    json_t *cm_fetched[OP_CM_WANTED]; /* cm_want as read directly, while its stub has no data */
     op_kind *kinds;
     size_t n_kinds;
     kc_workqueue *q;
@@ -135,8 +147,9 @@ struct op_controller {
     char *mig_cm_key;     /* "<name>@<resourceVersion>" of the parsed ConfigMap */
     kc_migparted *mig_mp; /* NULL when it did not parse (mig_parse_err says why) */
     char mig_parse_err[400];
-    kc_series *m_dict;      /* strings in the node and pod caches' shared dictionary */
-    kc_series *m_throttled; /* time requests waited for the client-side rate limit */
+    kc_series *m_dict;           /* strings in the node and pod caches' shared dictionary */
+    kc_series *m_throttled;      /* time requests waited for the client-side rate limit */
+    kc_series *m_sharing_errors; /* GPU nodes whose sharing config the plugin would refuse */
 
     /* The node and pod caches keep packed records over one string dictionary. */
     kc_pack_dict *pack;
@@ -183,6 +196,11 @@ size_t op_expect_sweep(op_controller *c, uint64_t ahead_ms);
 /* Pods of the operator's namespace on a node (new array of new references; NULL when out of
  * memory). */
 json_t *op_node_pods(op_controller *c, const char *node);
+
+/* The ConfigMap `name` of the operator namespace with its data (new reference), and from now on
+ * the one of `slot` (OP_CM_SHARING, OP_CM_MIG) whose data the ConfigMap cache keeps; NULL when it
+ * does not exist, or, with *failed set, when it could not be read (out of memory, a failed GET). */
+json_t *op_wanted_configmap(op_controller *c, int slot, const char *name, bool *failed);
 
 /* ---- op_status.c: the status reconciler ---- */
 long op_reconcile_status(op_controller *c);

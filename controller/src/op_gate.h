@@ -100,10 +100,12 @@ typedef struct op_gate_out {
     json_t *create;      /* array of validation pods to create */
     json_t *remove;      /* array of validation pod names (in ns) to delete */
     op_node_phase phase;
-    int stage;        /* the stage the node is at (OP_STAGE_COUNT when done), -1 not GPU */
-    char reason[768]; /* why it is not done, for status and events */
-    long requeue_ms;  /* when to look again without an event (backoff), -1 none */
-    bool oom;         /* internal: an allocation failed (op_gate_node returns KC_ENOMEM) */
+    int stage;            /* the stage the node is at (OP_STAGE_COUNT when done), -1 not GPU */
+    char reason[768];     /* why it is not done, for status and events */
+    long requeue_ms;      /* when to look again without an event (backoff), -1 none */
+    bool oom;             /* internal: an allocation failed (op_gate_node returns KC_ENOMEM) */
+    bool sharing_invalid; /* set by the node reconciler: the device plugin would refuse the
+                             node's sharing config (phase failed, stage device-plugin) */
 } op_gate_out;
 
 /* Decides the node's labels and validation pods. out's JSON values are new (op_gate_out_clear).

@@ -12,6 +12,7 @@
 #include "kc_log.h"
 #include "op_migcheck.h"
 #include "op_policy.h"
+#include "op_sharing.h"
 
 static const char *str_at(const json_t *o, const char *a, const char *b)
 {
@@ -190,6 +191,7 @@ static void set_result(op_controller *c, const char *name, const op_gate_out *ou
         r->stage = out->stage;
         r->upgrade = up->upgrade;
         r->unavailable = up->unavailable;
+        r->sharing_invalid = out->sharing_invalid;
         r->reason = reason;
         reason = NULL;
     }
@@ -446,14 +448,17 @@ static void node_events(op_controller *c, const json_t *node, const json_t *poli
     case OP_NODE_FAILED:
     case OP_NODE_BLOCKED: {
         bool blocked = out->phase == OP_NODE_BLOCKED;
-        kc_event_record(c->events, node, "Warning",
-                        blocked                      ? "OperandsNotSchedulable"
-                        : out->stage == OP_STAGE_MIG ? "MIGConfigFailed"
-                                                     : "ValidationFailed",
-                        "%s", out->reason);
+        const char *on_node = out->sharing_invalid         ? "InvalidSharingConfig"
+                              : blocked                    ? "OperandsNotSchedulable"
+                              : out->stage == OP_STAGE_MIG ? "MIGConfigFailed"
+                                                           : "ValidationFailed";
+        const char *on_policy = out->sharing_invalid ? "InvalidSharingConfig"
+                                : blocked            ? "NodeBlocked"
+                                                     : "NodeFailed";
+        kc_event_record(c->events, node, "Warning", on_node, "%s", out->reason);
         if (policy)
-            kc_event_record(c->events, policy, "Warning", blocked ? "NodeBlocked" : "NodeFailed",
-                            "node %s: %s", name, out->reason);
+            kc_event_record(c->events, policy, "Warning", on_policy, "node %s: %s", name,
+                            out->reason);
         kc_warn(blocked ? "node blocked" : "node failed", "node=%s stage=%s reason=\"%s\"", name,
                 op_stage_name((op_stage)out->stage), out->reason);
         break;
@@ -577,14 +582,22 @@ static void mig_problem(op_controller *c, const json_t *policy, const json_t *no
     const char *cmn = json_is_string(cm_name) && *json_string_value(cm_name)
                           ? json_string_value(cm_name)
                           : "default-mig-parted-config";
-    op_kind *k = op_kind_find(c, "v1", "ConfigMap");
-    json_t *cm = k && k->inf ? kc_informer_get(k->inf, c->ns, cmn) : NULL;
-    if (!cm)
-        return; /* not in the cache: the MIG manager's own answer stands */
     char key[300], source[300];
+    snprintf(source, sizeof(source), "ConfigMap %s/%s", c->ns, cmn);
+    bool failed = false;
+    json_t *cm = op_wanted_configmap(c, OP_CM_MIG, cmn, &failed);
+    if (!cm) {
+        /* Not there: the MIG manager cannot start (its pod waits for the volume). Not readable
+         * now: the MIG manager's own answer stands until the next reconcile. */
+        if (!failed)
+            snprintf(why, size,
+                     "%s (spec.migManager.config.name) not found: the MIG manager has no configs "
+                     "to apply nvidia.com/mig.config=%s from",
+                     source, cfg);
+        return;
+    }
     snprintf(key, sizeof(key), "%s@%s", cmn,
              str_at(json_object_get(cm, "metadata"), "resourceVersion", NULL) ?: "");
-    snprintf(source, sizeof(source), "ConfigMap %s/%s", c->ns, cmn);
     pthread_mutex_lock(&c->mig_mu);
     if (!c->mig_cm_key || strcmp(c->mig_cm_key, key) != 0) {
         kc_migparted_free(c->mig_mp);
@@ -606,6 +619,47 @@ static void mig_problem(op_controller *c, const json_t *policy, const json_t *no
                  c->mig_parse_err);
     pthread_mutex_unlock(&c->mig_mu);
     json_decref(cm);
+}
+
+/* Reports a node whose device plugin would refuse its sharing config (the ConfigMap
+ * spec.devicePlugin.config.name names is missing, the key the node picks is not in it, or the
+ * plugin rejects that key's config) as failed at the device plugin, before the plugin fails
+ * there: without this the node only waits for GPUs that never come. */
+static void check_sharing(op_controller *c, const json_t *node, const json_t *policy,
+                          op_gate_out *out)
+{
+    if ((out->phase != OP_NODE_IN_PROGRESS && out->phase != OP_NODE_FAILED &&
+         out->phase != OP_NODE_DONE) ||
+        out->stage < OP_STAGE_PLUGIN)
+        return;
+    const json_t *spec = json_object_get(policy, "spec");
+    const json_t *labels = json_object_get(json_object_get(node, "metadata"), "labels");
+    const char *deploy = str_at(labels, op_stage_deploy_label(OP_STAGE_PLUGIN), NULL);
+    if (!op_spec_enabled(spec, "devicePlugin", true) || (deploy && !strcmp(deploy, OP_DEPLOY_OFF)))
+        return;
+    const json_t *cfg = json_object_get(json_object_get(spec, "devicePlugin"), "config");
+    const char *name = str_at(cfg, "name", NULL);
+    if (!name || !*name)
+        return;
+    bool failed;
+    json_t *cm = op_wanted_configmap(c, OP_CM_SHARING, name, &failed);
+    if (failed)
+        return; /* unknown: reported once it can be read */
+    op_sharing_in in = {.ns = c->ns,
+                        .cm_name = name,
+                        .cm = cm,
+                        .label = str_at(labels, OP_SHARING_LABEL, NULL),
+                        .default_key = str_at(cfg, "default", NULL),
+                        .mig_strategy = str_at(json_object_get(spec, "mig"), "strategy", NULL)};
+    kc_err err;
+    kc_code rc = op_sharing_check(&in, NULL, &err);
+    json_decref(cm);
+    if (rc == KC_OK || rc == KC_ENOMEM)
+        return;
+    out->phase = OP_NODE_FAILED;
+    out->stage = OP_STAGE_PLUGIN;
+    out->sharing_invalid = true;
+    snprintf(out->reason, sizeof(out->reason), "invalid device-plugin sharing config: %s", err.msg);
 }
 
 /* ---- the driver upgrade (OnDelete driver DaemonSet, NVIDIA's upgrade-state label) ---- */
@@ -949,6 +1003,7 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t
         snprintf(key, sizeof(key), OP_NODE_PREFIX "%s", name);
         kc_workqueue_forget(c->q, key);
     }
+    check_sharing(c, node, policy, &out);
     if (out.requeue_ms >= 0 && again != OP_REQUEUED && (again < 0 || out.requeue_ms < again))
         again = out.requeue_ms;
     op_node_result prev, upr;
@@ -957,7 +1012,7 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t
     node_events(c, node, policy, &prev, &out);
     if (prev.phase != out.phase || prev.stage != out.stage ||
         strcmp(op_node_result_reason(&prev), out.reason) || prev.upgrade != upr.upgrade ||
-        prev.unavailable != upr.unavailable)
+        prev.sharing_invalid != out.sharing_invalid || prev.unavailable != upr.unavailable)
         op_enqueue(c, OP_KEY_STATUS, 100);
     free(prev.reason);
 done:

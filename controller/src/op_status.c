@@ -84,6 +84,8 @@ typedef struct agg {
     long at_stage[OP_STAGE_COUNT], failed_at[OP_STAGE_COUNT];
     long upgrade[OP_UP_COUNT]; /* GPU nodes per driver upgrade state */
     long up_unavailable;       /* those the upgrade manages that are cordoned or not Ready */
+    long sharing_invalid;      /* GPU nodes whose sharing config the plugin would refuse */
+    char sharing_first[640];   /* the first of them: "node: reason" */
     json_t *behind;            /* [{node, state, phase, reason}] */
 } agg;
 
@@ -112,6 +114,9 @@ static void aggregate(op_controller *c, agg *a)
             a->up_unavailable++;
         if (r->stage >= 0 && r->stage < OP_STAGE_COUNT)
             a->at_stage[r->stage]++;
+        if (r->sharing_invalid && a->sharing_invalid++ == 0)
+            snprintf(a->sharing_first, sizeof(a->sharing_first), "%s: %s", name,
+                     op_node_result_reason(r));
         switch (r->phase) {
         case OP_NODE_DONE:
             a->done++;
@@ -229,6 +234,14 @@ static void metrics(op_controller *c, const agg *a, int status_code, bool has_nf
                              "1 when some node carries NFD's NVIDIA PCI label", NULL, &m,
                              NULL) == KC_OK)
             c->m_nfd = kc_metric_with(m, NULL);
+        static const char *const config_labels[] = {"config", NULL};
+        kc_metric *errs = NULL;
+        const char *sharing[] = {"sharing", NULL};
+        if (kc_metrics_gauge(c->o.metrics, "gpu_operator_node_config_errors",
+                             "GPU nodes whose operand config the operand would refuse (sharing: "
+                             "the device plugin's time-slicing/MPS config)",
+                             config_labels, &errs, NULL) == KC_OK)
+            c->m_sharing_errors = kc_metric_with(errs, sharing);
         kc_metrics_gauge(c->o.metrics, "gpu_operator_state_nodes",
                          "GPU nodes per gated state and phase", state_labels, &c->m_state_nodes,
                          NULL);
@@ -266,6 +279,8 @@ static void metrics(op_controller *c, const agg *a, int status_code, bool has_nf
         kc_gauge_set_to_now(c->m_last_success);
     if (c->m_nfd)
         kc_gauge_set(c->m_nfd, has_nfd ? 1 : 0);
+    if (c->m_sharing_errors)
+        kc_gauge_set(c->m_sharing_errors, (double)a->sharing_invalid);
     for (int s = 0; c->m_state_nodes && s < OP_STAGE_COUNT; s++) {
         const char *v1[] = {op_stage_name((op_stage)s), "at", NULL};
         const char *v2[] = {op_stage_name((op_stage)s), "failed", NULL};
@@ -398,6 +413,25 @@ long op_reconcile_status(op_controller *c)
                                  condition("Error", render_error[0] != 0,
                                            render_error[0] ? "ReconcileFailed" : "NoError",
                                            render_error[0] ? msg : "", old_conds, now));
+    /* Present while the policy names a sharing ConfigMap (or a node still reports one). */
+    const json_t *dpcfg =
+        json_object_get(json_object_get(json_object_get(live, "spec"), "devicePlugin"), "config");
+    const char *dpname = str_at(dpcfg, "name", NULL);
+    if ((dpname && *dpname) || a.sharing_invalid) {
+        char smsg[1024];
+        if (a.sharing_invalid)
+            snprintf(smsg, sizeof(smsg),
+                     "%ld GPU node%s cannot load %s device-plugin sharing config; %s",
+                     a.sharing_invalid, a.sharing_invalid == 1 ? "" : "s",
+                     a.sharing_invalid == 1 ? "its" : "their", a.sharing_first);
+        else
+            snprintf(smsg, sizeof(smsg),
+                     "the device-plugin sharing config of every GPU node is valid");
+        oom |= json_array_append_new(conds,
+                                     condition("SharingConfigValid", !a.sharing_invalid,
+                                               a.sharing_invalid ? "InvalidSharingConfig" : "Valid",
+                                               smsg, old_conds, now));
+    }
     json_t *status = json_pack(
         "{s:s, s:s, s:I, s:o, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i}, s:o, s:O}", "state",
         ready ? "ready" : "notReady", "namespace", c->ns, "observedGeneration",

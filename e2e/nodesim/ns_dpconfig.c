@@ -2,7 +2,6 @@
  */
 #include "ns_dpconfig.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,18 +9,6 @@
 #include "kc_yaml.h"
 
 #define PATH_LEN 256
-
-static kc_code fail(kc_err *err, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static kc_code fail(kc_err *err, const char *path, const char *fmt, ...)
-{
-    char msg[KC_ERR_MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    return kc_err_set(err, KC_EINVALID, "%s: %s", path, msg);
-}
 
 int ns_mig_strategy_parse(const char *s)
 {
@@ -61,7 +48,7 @@ static kc_code check_keys(const json_t *obj, const char *path, const char *const
         if (!in_list(key, known)) {
             char p[PATH_LEN];
             snprintf(p, sizeof(p), "%s%s%s", path, *path ? "." : "", key);
-            return fail(err, p, "unknown key (expected %s)", expected);
+            return kc_yaml_fail(err, p, "unknown key (expected %s)", expected);
         }
     }
     return KC_OK;
@@ -75,7 +62,7 @@ static kc_code get_bool(const json_t *obj, const char *key, const char *path, in
     if (!json_is_boolean(v)) {
         char p[PATH_LEN];
         snprintf(p, sizeof(p), "%s.%s", path, key);
-        return fail(err, p, "must be true or false");
+        return kc_yaml_fail(err, p, "must be true or false");
     }
     *out = json_is_true(v);
     return KC_OK;
@@ -112,27 +99,28 @@ static kc_code parse_resource(const json_t *v, const char *path, ns_dp_resource 
     char p[PATH_LEN];
     kc_code rc;
     if (!json_is_object(v))
-        return fail(err, path, "must be a mapping with name and replicas");
+        return kc_yaml_fail(err, path, "must be a mapping with name and replicas");
     if ((rc = check_keys(v, path, known, "name, rename, replicas, devices", err)) != KC_OK)
         return rc;
     const json_t *name = json_object_get(v, "name");
     snprintf(p, sizeof(p), "%s.name", path);
     if (!json_is_string(name) || !valid_resource_name(json_string_value(name)))
-        return fail(err, p, "must be nvidia.com/gpu or nvidia.com/mig-<profile>");
+        return kc_yaml_fail(err, p, "must be nvidia.com/gpu or nvidia.com/mig-<profile>");
     const json_t *rep = json_object_get(v, "replicas");
     snprintf(p, sizeof(p), "%s.replicas", path);
     if (!json_is_integer(rep) || json_integer_value(rep) < 2 || json_integer_value(rep) > 10000)
-        return fail(err, p, "must be an integer >= 2");
+        return kc_yaml_fail(err, p, "must be an integer >= 2");
     const json_t *rename = json_object_get(v, "rename");
     snprintf(p, sizeof(p), "%s.rename", path);
     if (rename && (!json_is_string(rename) || json_string_length(rename) == 0))
-        return fail(err, p, "must be a non-empty resource name");
+        return kc_yaml_fail(err, p, "must be a non-empty resource name");
     /* devices selects which GPUs are shared; the simulation shares all of them. */
     const json_t *devices = json_object_get(v, "devices");
     snprintf(p, sizeof(p), "%s.devices", path);
     if (devices && !(json_is_string(devices) && strcmp(json_string_value(devices), "all") == 0) &&
         !(json_is_integer(devices) && json_integer_value(devices) > 0) && !json_is_array(devices))
-        return fail(err, p, "must be \"all\", a positive count, or a list of GPU indices or UUIDs");
+        return kc_yaml_fail(err, p,
+                            "must be \"all\", a positive count, or a list of GPU indices or UUIDs");
     r->name = strdup(json_string_value(name));
     r->rename = rename ? strdup(json_string_value(rename)) : NULL;
     r->replicas = (int)json_integer_value(rep);
@@ -148,7 +136,7 @@ static kc_code parse_sharing(const json_t *v, const char *path, ns_dp_sharing *s
     char p[PATH_LEN];
     kc_code rc;
     if (!json_is_object(v))
-        return fail(err, path, "must be a mapping with resources");
+        return kc_yaml_fail(err, path, "must be a mapping with resources");
     if ((rc = check_keys(v, path, known, "renameByDefault, failRequestsGreaterThanOne, resources",
                          err)) != KC_OK)
         return rc;
@@ -160,7 +148,7 @@ static kc_code parse_sharing(const json_t *v, const char *path, ns_dp_sharing *s
     const json_t *res = json_object_get(v, "resources");
     snprintf(p, sizeof(p), "%s.resources", path);
     if (!json_is_array(res) || json_array_size(res) == 0)
-        return fail(err, p, "required: a non-empty list of {name, replicas}");
+        return kc_yaml_fail(err, p, "required: a non-empty list of {name, replicas}");
     size_t n = json_array_size(res);
     s->resources = calloc(n, sizeof(*s->resources));
     if (!s->resources)
@@ -172,7 +160,7 @@ static kc_code parse_sharing(const json_t *v, const char *path, ns_dp_sharing *s
             return rc;
         for (size_t j = 0; j < i; j++) {
             if (strcmp(s->resources[j].name, s->resources[i].name) == 0)
-                return fail(err, p, "%s is listed twice", s->resources[i].name);
+                return kc_yaml_fail(err, p, "%s is listed twice", s->resources[i].name);
         }
     }
     return KC_OK;
@@ -194,7 +182,7 @@ static kc_code parse_flags(const json_t *v, ns_dpconfig *cfg, kc_err *err)
                                         NULL};
     kc_code rc;
     if (!json_is_object(v))
-        return fail(err, "flags", "must be a mapping");
+        return kc_yaml_fail(err, "flags", "must be a mapping");
     if ((rc = check_keys(v, "flags", known, "a device-plugin flag such as migStrategy", err)) !=
         KC_OK)
         return rc;
@@ -202,7 +190,7 @@ static kc_code parse_flags(const json_t *v, ns_dpconfig *cfg, kc_err *err)
     if (strategy) {
         int s = json_is_string(strategy) ? ns_mig_strategy_parse(json_string_value(strategy)) : -1;
         if (s < 0)
-            return fail(err, "flags.migStrategy", "must be none, single or mixed");
+            return kc_yaml_fail(err, "flags.migStrategy", "must be none, single or mixed");
         cfg->has_strategy = 1;
         cfg->strategy = (ns_mig_strategy)s;
     }
@@ -223,9 +211,9 @@ kc_code ns_dpconfig_from_json(const json_t *doc, ns_dpconfig **out, kc_err *err)
         return rc;
     const json_t *version = json_object_get(doc, "version");
     if (!version)
-        return fail(err, "version", "required (the only supported value is v1)");
+        return kc_yaml_fail(err, "version", "required (the only supported value is v1)");
     if (!json_is_string(version) || strcmp(json_string_value(version), "v1") != 0)
-        return fail(err, "version", "must be v1 (the only supported value)");
+        return kc_yaml_fail(err, "version", "must be v1 (the only supported value)");
     ns_dpconfig *cfg = calloc(1, sizeof(*cfg));
     if (!cfg)
         return kc_err_set(err, KC_ENOMEM, "out of memory");
@@ -236,7 +224,7 @@ kc_code ns_dpconfig_from_json(const json_t *doc, ns_dpconfig **out, kc_err *err)
     const json_t *sharing = json_object_get(doc, "sharing");
     if (sharing) {
         if (!json_is_object(sharing)) {
-            rc = fail(err, "sharing", "must be a mapping with timeSlicing or mps");
+            rc = kc_yaml_fail(err, "sharing", "must be a mapping with timeSlicing or mps");
             goto free_cfg;
         }
         if ((rc = check_keys(sharing, "sharing", sharing_keys, "timeSlicing or mps", err)) != KC_OK)
@@ -244,7 +232,7 @@ kc_code ns_dpconfig_from_json(const json_t *doc, ns_dpconfig **out, kc_err *err)
         const json_t *ts = json_object_get(sharing, "timeSlicing");
         const json_t *mps = json_object_get(sharing, "mps");
         if (ts && mps) {
-            rc = fail(err, "sharing", "timeSlicing and mps cannot both be configured");
+            rc = kc_yaml_fail(err, "sharing", "timeSlicing and mps cannot both be configured");
             goto free_cfg;
         }
         if (ts && (rc = parse_sharing(ts, "sharing.timeSlicing", &cfg->time_slicing, err)) != KC_OK)
@@ -276,23 +264,6 @@ kc_code ns_dpconfig_parse(const char *yaml, size_t len, const char *name, ns_dpc
         kc_err_prefix(err, "%s", name);
     json_decref(doc);
     return rc;
-}
-
-/* Lists the keys of data as "a, b, c" for messages. */
-static const char *key_list(const json_t *data, char *buf, size_t size)
-{
-    size_t off = 0;
-    const char *key;
-    json_t *val;
-    buf[0] = '\0';
-    json_object_foreach((json_t *)data, key, val)
-    {
-        int n = snprintf(buf + off, size - off, "%s%s", off ? ", " : "", key);
-        if (n < 0 || (size_t)n >= size - off)
-            break;
-        off += (size_t)n;
-    }
-    return buf;
 }
 
 /* One entry of a FALLBACK_STRATEGIES list ("named,single"): *out is the key it picks, NULL for
@@ -347,11 +318,11 @@ kc_code ns_dpconfig_select_key(const json_t *data, const char *label, const char
             return kc_err_set(err, KC_ENOTFOUND,
                               "node label nvidia.com/device-plugin.config=%s names no key of the "
                               "ConfigMap (keys: %s)",
-                              label, key_list(data, keys, sizeof(keys)));
+                              label, kc_yaml_key_list(data, keys, sizeof(keys)));
         return kc_err_set(err, KC_ENOTFOUND,
                           "the default device-plugin config %s names no key of the ConfigMap "
                           "(keys: %s)",
-                          want, key_list(data, keys, sizeof(keys)));
+                          want, kc_yaml_key_list(data, keys, sizeof(keys)));
     }
     /* No label and no default: the config manager's fallbacks, in order. */
     for (const char *f = fallbacks ? fallbacks : ""; *f;) {
@@ -375,7 +346,7 @@ kc_code ns_dpconfig_select_key(const json_t *data, const char *label, const char
                       "(the node has no nvidia.com/device-plugin.config label, FALLBACK_STRATEGIES "
                       "is \"%s\", the ConfigMap holds %zu keys: %s)",
                       fallbacks ? fallbacks : "", json_object_size(data),
-                      key_list(data, keys, sizeof(keys)));
+                      kc_yaml_key_list(data, keys, sizeof(keys)));
 }
 
 static kc_code add_count(json_t *res, const char *name, json_int_t n)

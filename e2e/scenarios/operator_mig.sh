@@ -133,6 +133,36 @@ assert_eq "t4-0's GPUs still validated and advertised" "nvidia.com/gpu=4" "$(nod
 k label nodes t4-0 nvidia.com/mig.config- >/dev/null
 until_eq "label removed: no entry" "" 30 node_reason t4-0
 
+step "the user's own MIG ConfigMap: a layout NVML cannot place is refused with the slice arithmetic"
+k apply -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: custom-mig-config, namespace: gpu-operator}
+data:
+  config.yaml: |
+    version: v1
+    mig-configs:
+      all-disabled:
+        - devices: all
+          mig-enabled: false
+      too-big:
+        - devices: all
+          mig-enabled: true
+          mig-devices: {"3g.20gb": 2, "1g.5gb": 1}
+YAML
+k patch clusterpolicy cluster-policy --type merge -p '{"spec":{"migManager":{"config":{"name":"custom-mig-config"}}}}' >/dev/null
+k label nodes p4d-1 nvidia.com/mig.config=too-big --overwrite >/dev/null
+until_contains "reason" 'MIG config "too-big" (ConfigMap gpu-operator/custom-mig-config) cannot be placed on this node'"'"'s A100-SXM4-40GB GPUs: 1g.5gb + 2×3g.20gb needs 9 of 8 memory slices and 7 of 7 compute slices (1g.5gb: 1 compute, 1 memory; 3g.20gb: 3 compute, 4 memory); mig-parted fails it with Insufficient Resources' 60 node_reason p4d-1
+until_eq "the MIG manager fails it too" "failed" 60 node_label p4d-1 nvidia.com/mig.config.state
+until_contains "node Event" 'MIGConfigFailed: MIG config "too-big"' 30 warnings p4d-1 too-big
+step "the ConfigMap fixed: the node recovers without a restart"
+k patch configmap -n gpu-operator custom-mig-config --type merge -p '{"data":{"config.yaml":"version: v1\nmig-configs:\n  all-disabled:\n    - devices: all\n      mig-enabled: false\n  too-big:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {\"3g.20gb\": 2}\n"}}' >/dev/null
+k label nodes p4d-1 nvidia.com/mig.config=all-disabled --overwrite >/dev/null
+k label nodes p4d-1 nvidia.com/mig.config=too-big --overwrite >/dev/null
+until_eq "success" "success" 60 node_label p4d-1 nvidia.com/mig.config.state
+until_eq "p4d-1 validated" "" 60 node_reason p4d-1
+until_eq "16 × 3g.20gb" "nvidia.com/gpu=0 nvidia.com/mig-3g.20gb=16" 60 node_gpu_resources p4d-1
+
 step "a MIG label while the MIG manager is disabled: said"
 k patch clusterpolicy cluster-policy --type merge -p '{"spec":{"migManager":{"enabled":false}}}' >/dev/null
 until_contains "reason" 'nvidia.com/mig.config=all-1g.5gb is set, but the MIG manager is disabled (ClusterPolicy spec.migManager.enabled=false): nothing applies it' 60 node_reason p4d-0

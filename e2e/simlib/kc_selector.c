@@ -1,6 +1,7 @@
 /* kc_selector: Kubernetes label selectors (string and JSON forms), their matching and printing. */
 #include "kc_selector.h"
 #include "kc_selector_int.h"
+#include "kc_yaml.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -488,33 +489,13 @@ fail_sel:
 
 /* ---- JSON form ---------------------------------------------------------------------------- */
 
-static const char *json_kind(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "an array";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL:
-        return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    default:
-        return "null";
-    }
-}
-
 static kc_code from_match_labels(kc_label_selector *sel, const json_t *ml, kc_err *err)
 {
     if (!ml || json_is_null(ml))
         return KC_OK;
     if (!json_is_object(ml))
         return kc_err_set(err, KC_EPARSE, "label selector: matchLabels: expected an object, got %s",
-                          json_kind(ml));
+                          kc_json_kind(ml, false));
     const char *k;
     json_t *v;
     char why[160];
@@ -526,7 +507,7 @@ static kc_code from_match_labels(kc_label_selector *sel, const json_t *ml, kc_er
         if (!json_is_string(v))
             return kc_err_set(err, KC_EPARSE,
                               "label selector: matchLabels.%.80s: expected a string, got %s", k,
-                              json_kind(v));
+                              kc_json_kind(v, false));
         const char *s = json_string_value(v);
         if (!kc_label_value_valid(s, why, sizeof(why)))
             return kc_err_set(err, KC_EPARSE,
@@ -559,14 +540,15 @@ static kc_code from_expression(kc_label_selector *sel, size_t idx, const json_t 
     kc_code rc = KC_EPARSE;
     if (!json_is_object(e)) {
         kc_err_set(err, rc, "label selector: matchExpressions[%zu]: expected an object, got %s",
-                   idx, json_kind(e));
+                   idx, kc_json_kind(e, false));
         goto fail;
     }
     const json_t *key = json_object_get(e, "key"), *op = json_object_get(e, "operator");
     const json_t *vals = json_object_get(e, "values");
     if (!json_is_string(key) || !kc_label_key_valid(json_string_value(key), why, sizeof(why))) {
         if (!json_is_string(key))
-            snprintf(why, sizeof(why), "expected a string, got %s", key ? json_kind(key) : "none");
+            snprintf(why, sizeof(why), "expected a string, got %s",
+                     key ? kc_json_kind(key, false) : "none");
         kc_err_set(err, rc, "label selector: matchExpressions[%zu].key: %s", idx, why);
         goto fail;
     }
@@ -580,7 +562,7 @@ static kc_code from_expression(kc_label_selector *sel, size_t idx, const json_t 
         if (json_is_string(op))
             snprintf(got, sizeof(got), "\"%.40s\"", json_string_value(op));
         else
-            snprintf(got, sizeof(got), "%s", op ? json_kind(op) : "a missing operator");
+            snprintf(got, sizeof(got), "%s", op ? kc_json_kind(op, false) : "a missing operator");
         kc_err_set(err, rc,
                    "label selector: matchExpressions[%zu].operator: %s is not one of In, NotIn, "
                    "Exists, DoesNotExist",
@@ -591,7 +573,7 @@ static kc_code from_expression(kc_label_selector *sel, size_t idx, const json_t 
     if (vals && !json_is_null(vals) && !json_is_array(vals)) {
         kc_err_set(err, rc,
                    "label selector: matchExpressions[%zu].values: expected an array, got %s", idx,
-                   json_kind(vals));
+                   kc_json_kind(vals, false));
         goto fail;
     }
     size_t nv = json_is_array(vals) ? json_array_size(vals) : 0;
@@ -619,7 +601,7 @@ static kc_code from_expression(kc_label_selector *sel, size_t idx, const json_t 
         const json_t *v = json_array_get(vals, j);
         if (!json_is_string(v) || !kc_label_value_valid(json_string_value(v), why, sizeof(why))) {
             if (!json_is_string(v))
-                snprintf(why, sizeof(why), "expected a string, got %s", json_kind(v));
+                snprintf(why, sizeof(why), "expected a string, got %s", kc_json_kind(v, false));
             kc_err_set(err, rc, "label selector: matchExpressions[%zu].values[%zu]: %s", idx, j,
                        why);
             goto fail;
@@ -647,8 +629,8 @@ kc_code kc_label_selector_from_json(const json_t *js, kc_label_selector **out, k
     if (!js || json_is_null(js))
         goto done;
     if (!json_is_object(js)) {
-        rc =
-            kc_err_set(err, KC_EPARSE, "label selector: expected an object, got %s", json_kind(js));
+        rc = kc_err_set(err, KC_EPARSE, "label selector: expected an object, got %s",
+                        kc_json_kind(js, false));
         goto fail;
     }
     rc = from_match_labels(sel, json_object_get(js, "matchLabels"), err);
@@ -658,7 +640,7 @@ kc_code kc_label_selector_from_json(const json_t *js, kc_label_selector **out, k
     if (me && !json_is_null(me) && !json_is_array(me)) {
         rc = kc_err_set(err, KC_EPARSE,
                         "label selector: matchExpressions: expected an array, got %s",
-                        json_kind(me));
+                        kc_json_kind(me, false));
         goto fail;
     }
     for (size_t i = 0; json_is_array(me) && i < json_array_size(me); i++) {
