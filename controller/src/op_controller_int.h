@@ -65,6 +65,7 @@ typedef struct op_node_result {
     unsigned char upgrade; /* op_upgrade_state */
     bool unavailable;      /* cordoned or not Ready (what NVIDIA's upgrade counts as unavailable) */
     bool sharing_invalid;  /* the device plugin would refuse the node's sharing config */
+    bool mig_invalid;      /* what the node asks of MIG cannot happen (op_migcheck) */
 } op_node_result;
 
 /* The reason, never NULL; and the map's free function for results. */
@@ -150,6 +151,7 @@ struct op_controller {
     kc_series *m_dict;           /* strings in the node and pod caches' shared dictionary */
     kc_series *m_throttled;      /* time requests waited for the client-side rate limit */
     kc_series *m_sharing_errors; /* GPU nodes whose sharing config the plugin would refuse */
+    kc_series *m_mig_errors;     /* GPU nodes whose MIG config cannot be applied as asked */
 
     /* The node and pod caches keep packed records over one string dictionary. */
     kc_pack_dict *pack;

@@ -106,6 +106,7 @@ typedef struct op_gate_out {
     bool oom;             /* internal: an allocation failed (op_gate_node returns KC_ENOMEM) */
     bool sharing_invalid; /* set by the node reconciler: the device plugin would refuse the
                              node's sharing config (phase failed, stage device-plugin) */
+    bool mig_invalid;     /* set by the node reconciler: the failure is what op_migcheck found */
 } op_gate_out;
 
 /* Decides the node's labels and validation pods. out's JSON values are new (op_gate_out_clear).

@@ -192,6 +192,7 @@ static void set_result(op_controller *c, const char *name, const op_gate_out *ou
         r->upgrade = up->upgrade;
         r->unavailable = up->unavailable;
         r->sharing_invalid = out->sharing_invalid;
+        r->mig_invalid = out->mig_invalid;
         r->reason = reason;
         reason = NULL;
     }
@@ -941,6 +942,8 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t
     in.mig_problem = mig_why[0] ? mig_why : NULL;
     in.mig_state_stale = mig_state_stale(c, name, node, in.now_ms, &mig_requeue);
     kc_code gate_rc = op_gate_node(&gp, &in, &out, &err);
+    out.mig_invalid = in.mig_problem && out.phase == OP_NODE_FAILED && out.stage == OP_STAGE_MIG &&
+                      !strcmp(out.reason, in.mig_problem);
     if (gate_rc == KC_OK && mig_requeue >= 0 &&
         (out.requeue_ms < 0 || mig_requeue < out.requeue_ms))
         out.requeue_ms = mig_requeue;
@@ -1012,7 +1015,8 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t
     node_events(c, node, policy, &prev, &out);
     if (prev.phase != out.phase || prev.stage != out.stage ||
         strcmp(op_node_result_reason(&prev), out.reason) || prev.upgrade != upr.upgrade ||
-        prev.sharing_invalid != out.sharing_invalid || prev.unavailable != upr.unavailable)
+        prev.sharing_invalid != out.sharing_invalid || prev.mig_invalid != out.mig_invalid ||
+        prev.unavailable != upr.unavailable)
         op_enqueue(c, OP_KEY_STATUS, 100);
     free(prev.reason);
 done:

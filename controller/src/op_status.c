@@ -85,6 +85,8 @@ typedef struct agg {
     long upgrade[OP_UP_COUNT]; /* GPU nodes per driver upgrade state */
     long up_unavailable;       /* those the upgrade manages that are cordoned or not Ready */
     long sharing_invalid;      /* GPU nodes whose sharing config the plugin would refuse */
+    long mig_invalid;          /* GPU nodes whose MIG config cannot be applied as asked */
+    char mig_first[600];       /* "<node>: <reason>" of the first of them */
     char sharing_first[640];   /* the first of them: "node: reason" */
     json_t *behind;            /* [{node, state, phase, reason}] */
 } agg;
@@ -114,6 +116,8 @@ static void aggregate(op_controller *c, agg *a)
             a->up_unavailable++;
         if (r->stage >= 0 && r->stage < OP_STAGE_COUNT)
             a->at_stage[r->stage]++;
+        if (r->mig_invalid && a->mig_invalid++ == 0)
+            snprintf(a->mig_first, sizeof(a->mig_first), "%s: %s", name, op_node_result_reason(r));
         if (r->sharing_invalid && a->sharing_invalid++ == 0)
             snprintf(a->sharing_first, sizeof(a->sharing_first), "%s: %s", name,
                      op_node_result_reason(r));
@@ -236,12 +240,15 @@ static void metrics(op_controller *c, const agg *a, int status_code, bool has_nf
             c->m_nfd = kc_metric_with(m, NULL);
         static const char *const config_labels[] = {"config", NULL};
         kc_metric *errs = NULL;
-        const char *sharing[] = {"sharing", NULL};
+        const char *sharing[] = {"sharing", NULL}, *mig[] = {"mig", NULL};
         if (kc_metrics_gauge(c->o.metrics, "gpu_operator_node_config_errors",
                              "GPU nodes whose operand config the operand would refuse (sharing: "
-                             "the device plugin's time-slicing/MPS config)",
-                             config_labels, &errs, NULL) == KC_OK)
+                             "the device plugin's time-slicing/MPS config; mig: the MIG config "
+                             "the node asks for)",
+                             config_labels, &errs, NULL) == KC_OK) {
             c->m_sharing_errors = kc_metric_with(errs, sharing);
+            c->m_mig_errors = kc_metric_with(errs, mig);
+        }
         kc_metrics_gauge(c->o.metrics, "gpu_operator_state_nodes",
                          "GPU nodes per gated state and phase", state_labels, &c->m_state_nodes,
                          NULL);
@@ -281,6 +288,8 @@ static void metrics(op_controller *c, const agg *a, int status_code, bool has_nf
         kc_gauge_set(c->m_nfd, has_nfd ? 1 : 0);
     if (c->m_sharing_errors)
         kc_gauge_set(c->m_sharing_errors, (double)a->sharing_invalid);
+    if (c->m_mig_errors)
+        kc_gauge_set(c->m_mig_errors, (double)a->mig_invalid);
     for (int s = 0; c->m_state_nodes && s < OP_STAGE_COUNT; s++) {
         const char *v1[] = {op_stage_name((op_stage)s), "at", NULL};
         const char *v2[] = {op_stage_name((op_stage)s), "failed", NULL};
@@ -431,6 +440,25 @@ long op_reconcile_status(op_controller *c)
                                      condition("SharingConfigValid", !a.sharing_invalid,
                                                a.sharing_invalid ? "InvalidSharingConfig" : "Valid",
                                                smsg, old_conds, now));
+    }
+    /* Present once a node's MIG config could not be applied as asked, True again once none. */
+    bool had_mig = false;
+    size_t ci;
+    const json_t *oc;
+    json_array_foreach(old_conds, ci, oc) had_mig |=
+        !strcmp(str_at(oc, "type", NULL) ?: "", "MIGConfigValid");
+    if (a.mig_invalid || had_mig) {
+        char mmsg[1024];
+        if (a.mig_invalid)
+            snprintf(mmsg, sizeof(mmsg),
+                     "%ld GPU node%s cannot apply the MIG config %s asks for; %s", a.mig_invalid,
+                     a.mig_invalid == 1 ? "" : "s", a.mig_invalid == 1 ? "it" : "they",
+                     a.mig_first);
+        else
+            snprintf(mmsg, sizeof(mmsg), "every GPU node's MIG config can be applied");
+        oom |= json_array_append_new(conds, condition("MIGConfigValid", !a.mig_invalid,
+                                                      a.mig_invalid ? "InvalidMIGConfig" : "Valid",
+                                                      mmsg, old_conds, now));
     }
     json_t *status = json_pack(
         "{s:s, s:s, s:I, s:o, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i}, s:o, s:O}", "state",

@@ -122,6 +122,12 @@ k label nodes p4d-1 nvidia.com/mig.config=all-1g.35gb --overwrite >/dev/null
 until_eq "success" "success" 60 node_label p4d-1 nvidia.com/mig.config.state
 until_contains "reason" 'MIG config "all-1g.35gb" (ConfigMap gpu-operator/default-mig-parted-config) has no entry for this node'"'"'s GPUs (A100-SXM4-40GB, device id 0x20B010DE): the MIG manager applies nothing to them and reports success' 30 node_reason p4d-1
 until_contains "node Event" 'MIGConfigFailed: MIG config "all-1g.35gb"' 30 warnings p4d-1 all-1g.35gb
+mig_cond() { k get clusterpolicy cluster-policy -o jsonpath="{.status.conditions[?(@.type==\"MIGConfigValid\")].$1}"; }
+mig_cond_sr() { echo "$(mig_cond status) $(mig_cond reason)"; }
+until_eq "condition" "False InvalidMIGConfig" 30 mig_cond_sr
+assert_contains "condition message" 'p4d-1: MIG config "all-1g.35gb"' "$(mig_cond message)"
+until_eq "metric" "1" 30 metric 'gpu_operator_node_config_errors{config="mig"}'
+metrics_parse gpu_operator_node_config_errors:gauge:config
 until_eq "the policy is ready (a MIG failure holds no other node back)" "ready" 60 cp_state
 assert_eq "the status counts it failed" "1" "$(cp_field '{.status.nodes.failed}')"
 
@@ -133,6 +139,8 @@ assert_eq "t4-0's GPUs still validated and advertised" "nvidia.com/gpu=4" "$(nod
 k label nodes t4-0 nvidia.com/mig.config- >/dev/null
 until_eq "label removed: no entry" "" 30 node_reason t4-0
 
+# (p4d-0's all-1g.5gb must stay defined: a config the node asks for and the new ConfigMap lacks
+# is a failure of its own.)
 step "the user's own MIG ConfigMap: a layout NVML cannot place is refused with the slice arithmetic"
 k apply -f - >/dev/null <<'YAML'
 apiVersion: v1
@@ -145,6 +153,10 @@ data:
       all-disabled:
         - devices: all
           mig-enabled: false
+      all-1g.5gb:
+        - devices: all
+          mig-enabled: true
+          mig-devices: {"1g.5gb": 7}
       too-big:
         - devices: all
           mig-enabled: true
@@ -156,11 +168,13 @@ until_contains "reason" 'MIG config "too-big" (ConfigMap gpu-operator/custom-mig
 until_eq "the MIG manager fails it too" "failed" 60 node_label p4d-1 nvidia.com/mig.config.state
 until_contains "node Event" 'MIGConfigFailed: MIG config "too-big"' 30 warnings p4d-1 too-big
 step "the ConfigMap fixed: the node recovers without a restart"
-k patch configmap -n gpu-operator custom-mig-config --type merge -p '{"data":{"config.yaml":"version: v1\nmig-configs:\n  all-disabled:\n    - devices: all\n      mig-enabled: false\n  too-big:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {\"3g.20gb\": 2}\n"}}' >/dev/null
+k patch configmap -n gpu-operator custom-mig-config --type merge -p '{"data":{"config.yaml":"version: v1\nmig-configs:\n  all-disabled:\n    - devices: all\n      mig-enabled: false\n  all-1g.5gb:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {\"1g.5gb\": 7}\n  too-big:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {\"3g.20gb\": 2}\n"}}' >/dev/null
 k label nodes p4d-1 nvidia.com/mig.config=all-disabled --overwrite >/dev/null
 k label nodes p4d-1 nvidia.com/mig.config=too-big --overwrite >/dev/null
 until_eq "success" "success" 60 node_label p4d-1 nvidia.com/mig.config.state
 until_eq "p4d-1 validated" "" 60 node_reason p4d-1
+until_eq "condition True again" "True Valid" 30 mig_cond_sr
+assert_eq "metric 0" "0" "$(metric 'gpu_operator_node_config_errors{config="mig"}')"
 until_eq "16 × 3g.20gb" "nvidia.com/gpu=0 nvidia.com/mig-3g.20gb=16" 60 node_gpu_resources p4d-1
 
 step "a MIG label while the MIG manager is disabled: said"
