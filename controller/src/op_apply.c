@@ -428,7 +428,38 @@ static const char *scan_gpu_nodes(op_controller *c, char *os, size_t size)
     return rt;
 }
 
+/* States whose optional objects are rendered by default (the operator's own ServiceMonitor, on
+ * unless operator.metrics.serviceMonitor.enabled is false): their absence is reported in the
+ * status, not warned about. The others render them only when the spec opts in. */
+static bool optional_by_default(const char *state)
+{
+    return state && !strcmp(state, "state-operator-metrics");
+}
+
+/* Records an object of an optional kind in out ({"applied": [...], "missing": [...]}). */
+static bool note_optional(json_t *out, const op_kind *k, const json_t *obj, const char *state,
+                          bool applied)
+{
+    char what[300];
+    snprintf(what, sizeof(what), "%s %s", k->kind, str_at(obj, "metadata", "name") ?: "");
+    json_t *e = applied ? json_string(what)
+                        : json_pack("{s:s, s:s, s:b}", "object", what, "crd", k->crd, "requested",
+                                    !optional_by_default(state));
+    return e && !json_array_append_new(json_object_get(out, applied ? "applied" : "missing"), e);
+}
+
+static long reconcile_policy(op_controller *c);
+
 long op_reconcile_policy(op_controller *c)
+{
+    /* The informers of the optional kinds stay put while this reconcile reads them. */
+    pthread_rwlock_rdlock(&c->kinds_mu);
+    long again = reconcile_policy(c);
+    pthread_rwlock_unlock(&c->kinds_mu);
+    return again;
+}
+
+static long reconcile_policy(op_controller *c)
 {
     json_t *all = kc_informer_list(c->policies);
     long again = -1;
@@ -495,12 +526,13 @@ long op_reconcile_policy(op_controller *c)
                          .runtime = runtime};
     size_t n_states = op_states_count(c->o.states);
     json_t *rendered = json_array();
+    json_t *rendered_state = json_array(); /* the state of each rendered object */
     json_t *keep = json_object();
     json_t *ds_by_state = json_object();
     char rerr[512] = "";
     /* Out of memory is no error of the spec: nothing is applied, nothing reported, and the
      * reconcile is retried. */
-    bool transient = !owner || !rendered || !keep || !ds_by_state;
+    bool transient = !owner || !rendered || !rendered_state || !keep || !ds_by_state;
     for (size_t s = 0; s < n_states && !transient; s++) {
         json_t *objs = NULL;
         if (op_render_state(c->o.states, s, &ctx, &objs, &err) != KC_OK) {
@@ -521,6 +553,8 @@ long op_reconcile_policy(op_controller *c)
             snprintf(id, sizeof(id), "%s/%s", str_at(o, "kind", NULL),
                      str_at(o, "metadata", "name"));
             if (json_object_set_new(keep, id, json_true()) || json_array_append(rendered, o) ||
+                json_array_append_new(rendered_state,
+                                      json_string(op_states_name(c->o.states, s))) ||
                 (!strcmp(str_at(o, "kind", NULL) ?: "", "DaemonSet") &&
                  json_array_append_new(dsn, json_string(str_at(o, "metadata", "name")))))
                 transient = true;
@@ -560,14 +594,32 @@ long op_reconcile_policy(op_controller *c)
         size_t wrote = 0;
         bool failed = false;
         int retry_after_s = 0; /* the longest Retry-After of a failed write */
+        json_t *optional = json_pack("{s:[], s:[]}", "applied", "missing");
+        bool any_optional = false, optional_oom = !optional;
         size_t j;
         json_t *o;
         json_array_foreach(rendered, j, o)
         {
             op_kind *k = op_kind_find(c, str_at(o, "apiVersion", NULL), str_at(o, "kind", NULL));
-            if (!k || !k->inf)
+            const char *state = json_string_value(json_array_get(rendered_state, j));
+            bool served = k && k->inf;
+            int w = served ? apply_one(c, k, o, &err) : 0;
+            /* A CRD deleted a moment ago: its deletion event stops the kind's watch; the object
+             * is reported missing, not retried. */
+            bool gone = served && w < 0 && k->crd && err.code == KC_ENOTFOUND;
+            if (k && k->crd) {
+                any_optional = true;
+                if (!optional_oom && (w >= 0 || gone) &&
+                    !note_optional(optional, k, o, state, served && !gone))
+                    optional_oom = true;
+            }
+            if (!served)
                 continue; /* e.g. ServiceMonitor without the Prometheus operator's CRD */
-            int w = apply_one(c, k, o, &err);
+            if (gone) {
+                kc_info("not applied: its CRD was just removed", "kind=%s name=%s", k->kind,
+                        str_at(o, "metadata", "name"));
+                continue;
+            }
             if (w < 0) {
                 failed = true;
                 if (err.retry_after_s > retry_after_s)
@@ -578,6 +630,13 @@ long op_reconcile_policy(op_controller *c)
                 wrote += (size_t)w;
             }
         }
+        if (!optional_oom) {
+            pthread_mutex_lock(&c->mu);
+            json_decref(c->optional);
+            c->optional = any_optional ? json_incref(optional) : NULL;
+            pthread_mutex_unlock(&c->mu);
+        }
+        json_decref(optional);
         delete_stale(c, keep, &failed);
         if (wrote)
             kc_debug("policy applied", "writes=%zu", wrote);
@@ -590,6 +649,7 @@ long op_reconcile_policy(op_controller *c)
     }
 rendered_out:
     json_decref(rendered);
+    json_decref(rendered_state);
     json_decref(keep);
     json_decref(ds_by_state);
     op_enqueue(c, OP_KEY_STATUS, 100);

@@ -12,31 +12,52 @@
 
 /* Every kind a state may render, and where it lives. */
 static const op_kind kind_table[] = {
-    {"v1", "ServiceAccount", {"", "v1", "serviceaccounts", true}, NULL},
-    {"v1", "ConfigMap", {"", "v1", "configmaps", true}, NULL},
-    {"v1", "Service", {"", "v1", "services", true}, NULL},
-    {"apps/v1", "DaemonSet", {"apps", "v1", "daemonsets", true}, NULL},
+    {"v1", "ServiceAccount", {"", "v1", "serviceaccounts", true}, NULL, NULL, NULL, false},
+    {"v1", "ConfigMap", {"", "v1", "configmaps", true}, NULL, NULL, NULL, false},
+    {"v1", "Service", {"", "v1", "services", true}, NULL, NULL, NULL, false},
+    {"apps/v1", "DaemonSet", {"apps", "v1", "daemonsets", true}, NULL, NULL, NULL, false},
     {"rbac.authorization.k8s.io/v1",
      "Role",
      {"rbac.authorization.k8s.io", "v1", "roles", true},
-     NULL},
+     NULL,
+     NULL,
+     NULL,
+     false},
     {"rbac.authorization.k8s.io/v1",
      "RoleBinding",
      {"rbac.authorization.k8s.io", "v1", "rolebindings", true},
-     NULL},
+     NULL,
+     NULL,
+     NULL,
+     false},
     {"rbac.authorization.k8s.io/v1",
      "ClusterRole",
      {"rbac.authorization.k8s.io", "v1", "clusterroles", false},
-     NULL},
+     NULL,
+     NULL,
+     NULL,
+     false},
     {"rbac.authorization.k8s.io/v1",
      "ClusterRoleBinding",
      {"rbac.authorization.k8s.io", "v1", "clusterrolebindings", false},
-     NULL},
-    {"node.k8s.io/v1", "RuntimeClass", {"node.k8s.io", "v1", "runtimeclasses", false}, NULL},
+     NULL,
+     NULL,
+     NULL,
+     false},
+    {"node.k8s.io/v1",
+     "RuntimeClass",
+     {"node.k8s.io", "v1", "runtimeclasses", false},
+     NULL,
+     NULL,
+     NULL,
+     false},
     {"monitoring.coreos.com/v1",
      "ServiceMonitor",
      {"monitoring.coreos.com", "v1", "servicemonitors", true},
-     NULL},
+     NULL,
+     "servicemonitors.monitoring.coreos.com",
+     NULL,
+     false},
 };
 #define N_KINDS (sizeof(kind_table) / sizeof(kind_table[0]))
 
@@ -821,6 +842,8 @@ bool op_controller_synced(op_controller *c)
     return c && atomic_load(&c->synced);
 }
 
+static bool sync_optional_kinds(op_controller *c);
+
 static void on_tick(uv_timer_t *t)
 {
     op_controller *c = t->data;
@@ -830,9 +853,18 @@ static void on_tick(uv_timer_t *t)
         !kc_informer_synced(c->pods) || !kc_informer_synced(c->daemonsets) ||
         !kc_informer_synced(c->configmaps))
         return;
+    /* The optional kinds whose CRD is installed are part of the first sync: their objects are
+     * then applied by the first policy reconcile. */
+    for (size_t i = 0; i < c->n_kinds; i++)
+        if (c->kinds[i].crd_inf && !kc_informer_synced(c->kinds[i].crd_inf))
+            return;
+    if (!sync_optional_kinds(c))
+        return;
     for (size_t i = 0; i < c->n_kinds; i++)
         if (c->kinds[i].inf && !kc_informer_synced(c->kinds[i].inf))
             return;
+    for (size_t i = 0; i < c->n_kinds; i++)
+        c->kinds[i].pending = false;
     atomic_store(&c->synced, true);
     c->workers_started = true;
     for (int i = 0; i < c->n_workers; i++)
@@ -923,6 +955,160 @@ static int served(op_controller *c, const kc_resource *r, kc_err *err)
     return ok;
 }
 
+static const kc_resource RES_CRDS = {"apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                                     false};
+
+/* Whether a CRD serves a kind now: Established, not being deleted (its objects are going), and
+ * the kind's version served. A real API server serves the kind a moment after Established; the
+ * informer's list retries (with backoff) until it does. */
+static bool crd_serves(const json_t *crd, const op_kind *k)
+{
+    if (!crd || json_object_get(json_object_get(crd, "metadata"), "deletionTimestamp"))
+        return false;
+    bool established = false, version = false;
+    size_t i;
+    const json_t *v;
+    json_array_foreach(json_object_get(json_object_get(crd, "status"), "conditions"), i, v)
+    {
+        const char *t = str_at(v, "type", NULL), *st = str_at(v, "status", NULL);
+        if (t && st && !strcmp(t, "Established"))
+            established = !strcmp(st, "True");
+    }
+    json_array_foreach(json_object_get(json_object_get(crd, "spec"), "versions"), i, v)
+    {
+        const char *name = str_at(v, "name", NULL);
+        if (name && !strcmp(name, k->res.version) && json_is_true(json_object_get(v, "served")))
+            version = true;
+    }
+    return established && version;
+}
+
+/* Starts or stops the informers of the optional kinds to match their CRDs (loop thread, outside
+ * the handlers: an informer is freed here). Returns false when a policy reconcile held the kinds
+ * and nothing could change: the caller tries again shortly. */
+static bool sync_optional_kinds(op_controller *c)
+{
+    bool locked = false, changed = false;
+    for (size_t i = 0; i < c->n_kinds; i++) {
+        op_kind *k = &c->kinds[i];
+        if (!k->crd_inf)
+            continue;
+        json_t *crd = kc_informer_get(k->crd_inf, NULL, k->crd);
+        if (!crd && kc_informer_has(k->crd_inf, NULL, k->crd))
+            return locked ? (pthread_rwlock_unlock(&c->kinds_mu), false) : false; /* no memory */
+        bool want = crd_serves(crd, k);
+        json_decref(crd);
+        if (want == (k->inf != NULL))
+            continue;
+        if (!locked && pthread_rwlock_trywrlock(&c->kinds_mu) != 0)
+            return false;
+        locked = true;
+        if (!want) {
+            kc_informer_free(k->inf);
+            k->inf = NULL;
+            k->pending = false;
+            kc_info("CRD removed: its kind is no longer watched", "kind=%s crd=%s", k->kind,
+                    k->crd);
+            changed = true;
+            continue;
+        }
+        kc_informer_handlers oh = {on_owned, on_owned_upd, on_owned, c};
+        kc_informer_opts owned = {.label_selector = OP_MANAGED_LABEL "=" OP_MANAGED_VALUE};
+        kc_err err;
+        kc_informer *inf = NULL;
+        if (kc_informer_new(c->api, &c->loop, &k->res, k->res.namespaced ? c->ns : NULL, &oh,
+                            &owned, &inf, &err) != KC_OK ||
+            kc_informer_start(inf, &err) != KC_OK) {
+            kc_informer_free(inf);
+            kc_warn("cannot watch a kind whose CRD was installed; trying again",
+                    "kind=%s err=\"%s\"", k->kind, err.msg);
+            pthread_rwlock_unlock(&c->kinds_mu);
+            return false;
+        }
+        k->inf = inf;
+        k->pending = true;
+        kc_info("CRD installed: watching its kind", "kind=%s crd=%s", k->kind, k->crd);
+    }
+    if (locked)
+        pthread_rwlock_unlock(&c->kinds_mu);
+    /* A removed kind: the policy reconcile reports its objects as missing. */
+    if (changed && c->workers_started) {
+        op_enqueue(c, OP_KEY_POLICY, 0);
+        op_enqueue(c, OP_KEY_STATUS, 0);
+    }
+    return true;
+}
+
+/* crd_timer: applies CRD changes (handlers only arm it) and, once a newly started informer has
+ * synced, queues the policy reconcile that applies the kind's objects. Stops when done. */
+static void on_crd_timer(uv_timer_t *t)
+{
+    op_controller *c = t->data;
+    bool again = !sync_optional_kinds(c);
+    for (size_t i = 0; i < c->n_kinds; i++) {
+        op_kind *k = &c->kinds[i];
+        if (!k->pending)
+            continue;
+        if (!kc_informer_synced(k->inf)) {
+            again = true;
+            continue;
+        }
+        k->pending = false;
+        if (c->workers_started) {
+            op_enqueue(c, OP_KEY_POLICY, 0);
+            op_enqueue(c, OP_KEY_STATUS, 0);
+        }
+    }
+    if (again)
+        uv_timer_start(t, on_crd_timer, 50, 0);
+}
+
+static void on_crd(kc_informer *i, const json_t *o, void *ud)
+{
+    (void)i;
+    (void)o;
+    op_controller *c = ud;
+    uv_timer_start(&c->crd_timer, on_crd_timer, 0, 0);
+}
+static void on_crd_upd(kc_informer *i, const json_t *a, const json_t *b, void *ud)
+{
+    (void)a;
+    on_crd(i, b, ud);
+}
+
+/* Watches the CRD of an optional kind by name (a field selector: one object, and RBAC can grant
+ * the list and watch for that name alone). Returns 1 when watched, 0 when the operator may not
+ * read the CRD (then the kind is discovered once, as before), -1 on error (err). */
+static int watch_crd(op_controller *c, op_kind *k, kc_err *err)
+{
+    char sel[300], path[512];
+    snprintf(sel, sizeof(sel), "metadata.name=%s", k->crd);
+    snprintf(path, sizeof(path), "/apis/%s/%s/%s?fieldSelector=metadata.name%%3D%s&limit=1",
+             RES_CRDS.group, RES_CRDS.version, RES_CRDS.resource, k->crd);
+    /* One list first: a watch the operator may not make would never sync and hold every
+     * reconcile back. */
+    kc_request req = {.method = "GET", .path = path};
+    kc_code rc = kc_client_do(c->api, &req, NULL, err);
+    if (rc == KC_EFORBIDDEN || rc == KC_ENOTFOUND) {
+        kc_warn("cannot read CustomResourceDefinitions: a CRD installed later is noticed only by "
+                "a restart (grant list and watch on customresourcedefinitions)",
+                "crd=%s err=\"%s\"", k->crd, err->msg);
+        kc_err_clear(err);
+        return 0;
+    }
+    if (rc != KC_OK) {
+        kc_err_prefix(err, "reading CRD %s", k->crd);
+        return -1;
+    }
+    kc_informer_handlers h = {on_crd, on_crd_upd, on_crd, c};
+    kc_informer_opts o = {.field_selector = sel, .name = k->crd};
+    if ((rc = kc_informer_new(c->api, &c->loop, &RES_CRDS, NULL, &h, &o, &k->crd_inf, err)) !=
+            KC_OK ||
+        (rc = kc_informer_start(k->crd_inf, err)) != KC_OK)
+        return -1;
+    return 1;
+}
+
 kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, kc_err *err)
 {
     *out = NULL;
@@ -947,6 +1133,7 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->mig_mu, NULL);
     pthread_mutex_init(&c->cm_mu, NULL);
+    pthread_rwlock_init(&c->kinds_mu, NULL);
     atomic_init(&c->synced, false);
     atomic_init(&c->running, false);
     atomic_init(&c->gpu_nodes, 0);
@@ -1059,6 +1246,8 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
     uv_timer_init(&c->loop, &c->trim);
     c->trim.data = c;
     uv_timer_start(&c->trim, on_trim, 10000, 10000);
+    uv_timer_init(&c->loop, &c->crd_timer);
+    c->crd_timer.data = c;
     /* Over HTTP/2 the pipe runs on the loop, in the multi handle of the watches: one connection
      * for everything, as client-go holds. Over HTTP/1.1 a connection carries one request at a
      * time and nothing is multiplexed: the pipe keeps its own thread and keep-alive connections,
@@ -1104,6 +1293,13 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
         goto out;
     for (size_t i = 0; i < c->n_kinds; i++) {
         op_kind *k = &c->kinds[i];
+        int w = k->crd ? watch_crd(c, k, err) : 0;
+        if (w < 0) {
+            rc = err->code;
+            goto out;
+        }
+        if (w > 0)
+            continue; /* its informer starts once the CRD says it is served (on_crd_timer) */
         int sv = served(c, &k->res, err);
         if (sv < 0) {
             rc = err->code;
@@ -1147,11 +1343,15 @@ out:
     kc_informer_free(c->nodes);
     kc_informer_free(c->pods);
     kc_informer_free(c->configmaps);
-    for (size_t i = 0; i < c->n_kinds; i++)
+    for (size_t i = 0; i < c->n_kinds; i++) {
         kc_informer_free(c->kinds[i].inf);
+        kc_informer_free(c->kinds[i].crd_inf);
+    }
     c->policies = c->nodes = c->pods = c->daemonsets = c->configmaps = NULL;
-    for (size_t i = 0; i < c->n_kinds; i++)
-        c->kinds[i].inf = NULL;
+    for (size_t i = 0; i < c->n_kinds; i++) {
+        c->kinds[i].inf = c->kinds[i].crd_inf = NULL;
+        c->kinds[i].pending = false;
+    }
     kc_pipe_free(c->pipe); /* its last callbacks used the queue and the maps */
     c->pipe = NULL;
     kc_client_detach_loop(c->api);
@@ -1159,6 +1359,7 @@ out:
     uv_close((uv_handle_t *)&c->stop_async, NULL);
     uv_close((uv_handle_t *)&c->tick, NULL);
     uv_close((uv_handle_t *)&c->trim, NULL);
+    uv_close((uv_handle_t *)&c->crd_timer, NULL);
     uv_run(&c->loop, UV_RUN_DEFAULT);
     uv_loop_close(&c->loop);
     return rc;
@@ -1191,6 +1392,8 @@ void op_controller_free(op_controller *c)
     pthread_mutex_destroy(&c->cm_mu);
     for (int i = 0; i < OP_CM_WANTED; i++)
         json_decref(c->cm_fetched[i]);
+    pthread_rwlock_destroy(&c->kinds_mu);
+    json_decref(c->optional);
     free(c->kinds);
     free(c->workers);
     free(c->ns);

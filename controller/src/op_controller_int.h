@@ -35,7 +35,16 @@
 typedef struct op_kind {
     const char *api_version, *kind;
     kc_resource res;
-    kc_informer *inf; /* NULL when the server does not serve the kind */
+    /* NULL when the server does not serve the kind. Set and cleared on the loop thread only,
+     * under the write side of kinds_mu; workers read it under the read side. */
+    kc_informer *inf;
+    /* A kind from a CustomResourceDefinition someone else installs (ServiceMonitor: the
+     * Prometheus Operator's): the CRD's name, watched so that the kind's informer starts when the
+     * CRD is installed and stops when it is deleted, without a restart. NULL: a built-in kind,
+     * discovered once at start. */
+    const char *crd;
+    kc_informer *crd_inf; /* that CRD, watched by name (NULL: built-in, or not allowed) */
+    bool pending;         /* its informer was started and has not synced yet */
 } op_kind;
 
 /* A node's driver upgrade, from NVIDIA's nvidia.com/gpu-driver-upgrade-state label: the states
@@ -104,6 +113,11 @@ struct op_controller {
     json_t *cm_fetched[OP_CM_WANTED]; /* cm_want as read directly, while its stub has no data */
     op_kind *kinds;
     size_t n_kinds;
+    /* Guards op_kind.inf of the kinds from optional CRDs: the policy reconcile holds the read
+     * side; the loop only ever tries the write side (a worker's request may wait on the loop),
+     * and tries again from crd_timer when a reconcile holds it. */
+    pthread_rwlock_t kinds_mu;
+    uv_timer_t crd_timer; /* starts, stops and watches the sync of the optional kinds' informers */
     kc_workqueue *q;
     pthread_t *workers;
     int n_workers;
@@ -118,8 +132,13 @@ struct op_controller {
     json_t *policy;     /* the active ClusterPolicy (as last reconciled), or NULL */
     json_t *last_spec;  /* its spec at the last node fan-out */
     char render_error[512];
-    char runtime[16];     /* the GPU nodes' container runtime last rendered with ("": none known) */
-    json_t *ds_by_state;  /* state name → array of DaemonSet names rendered */
+    char runtime[16];    /* the GPU nodes' container runtime last rendered with ("": none known) */
+    json_t *ds_by_state; /* state name → array of DaemonSet names rendered */
+    /* Objects of optional kinds (op_kind.crd) the last policy reconcile rendered: {"applied":
+     * ["Kind name", ...], "missing": [{"object": "Kind name", "crd": ..., "requested": bool}]}
+     * (missing: the CRD is not served; requested: the spec opted in, not a default). NULL when
+     * none was rendered. */
+    json_t *optional;
     kc_map *results;      /* node name → op_node_result* */
     kc_map *pods_by_node; /* node name → pod_set: names of its pods in our namespace */
     /* app label → (uintptr_t) pods in our namespace with that label and no deletionTimestamp,

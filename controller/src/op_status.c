@@ -68,6 +68,98 @@ static json_t *condition(const char *type, bool ok, const char *reason, const ch
                      "message", msg, "lastTransitionTime", ltt);
 }
 
+/* The nodes a DaemonSet runs on (desiredNumberScheduled) and those where its current pod is
+ * available (updated and available, at most the desired). */
+static void ds_nodes(const json_t *ds, long long *total, long long *ready)
+{
+    const json_t *st = json_object_get(ds, "status");
+    long long desired = num(st, "desiredNumberScheduled");
+    long long ok = num(st, "numberAvailable");
+    if (num(st, "updatedNumberScheduled") < ok)
+        ok = num(st, "updatedNumberScheduled");
+    if (ok > desired)
+        ok = desired;
+    *total = desired;
+    *ready = ok < 0 ? 0 : ok;
+}
+
+/* The condition about the objects of optional kinds (optional: c->optional), or NULL when none
+ * was rendered. *warn: the spec asked for one whose CRD is not installed. req_missing receives
+ * those objects ("Kind name, ..."). */
+static json_t *optional_condition(const json_t *optional, const json_t *old_conds, const char *now,
+                                  bool *warn, char *req_missing, size_t req_size)
+{
+    *warn = false;
+    req_missing[0] = '\0';
+    if (!optional)
+        return NULL;
+    const json_t *missing = json_object_get(optional, "missing");
+    const json_t *applied = json_object_get(optional, "applied");
+    char msg[1024] = "";
+    size_t l = 0, rl = 0;
+    size_t i, j;
+    const json_t *e, *f;
+    if (json_array_size(missing) == 0) {
+        l += (size_t)snprintf(msg, sizeof(msg), "applied: ");
+        json_array_foreach(applied, i, e) if (l < sizeof(msg)) l +=
+            (size_t)snprintf(msg + l, sizeof(msg) - l, "%s%s", i ? ", " : "", json_string_value(e));
+        return condition("OptionalCRDs", true, "Applied", msg, old_conds, now);
+    }
+    /* Grouped by CRD, in the order first seen. */
+    json_array_foreach(missing, i, e)
+    {
+        const char *crd = str_at(e, "crd", NULL);
+        bool first = true;
+        json_array_foreach(missing, j, f) if (j < i && !strcmp(str_at(f, "crd", NULL), crd)) first =
+            false;
+        if (!first)
+            continue;
+        if (l < sizeof(msg))
+            l += (size_t)snprintf(msg + l, sizeof(msg) - l,
+                                  "%sCRD %s is not installed, not created: ", i ? "; " : "", crd);
+        size_t n = 0;
+        json_array_foreach(missing, j, f)
+        {
+            if (strcmp(str_at(f, "crd", NULL), crd))
+                continue;
+            const char *obj = str_at(f, "object", NULL);
+            if (l < sizeof(msg))
+                l += (size_t)snprintf(
+                    msg + l, sizeof(msg) - l, "%s%s%s", n++ ? ", " : "", obj,
+                    json_is_true(json_object_get(f, "requested")) ? "" : " (on by default)");
+            if (json_is_true(json_object_get(f, "requested"))) {
+                *warn = true;
+                if (rl < req_size)
+                    rl += (size_t)snprintf(req_missing + rl, req_size - rl, "%s%s (CRD %s)",
+                                           rl ? ", " : "", obj, crd);
+            }
+        }
+    }
+    if (l < sizeof(msg))
+        snprintf(msg + l, sizeof(msg) - l,
+                 "; they are created once the CRD is installed (no restart needed)");
+    /* The reason tells a spec that asked for the objects from defaults (the operator's own
+     * ServiceMonitor), which are only reported. */
+    return condition("OptionalCRDs", false,
+                     *warn ? "CRDNotInstalled" : "CRDNotInstalledDefaultsOnly", msg, old_conds,
+                     now);
+}
+
+/* Whether the old conditions hold the type with status False and this reason. */
+static bool was_false(const json_t *old_conds, const char *type, const char *reason)
+{
+    size_t i;
+    const json_t *c;
+    json_array_foreach(old_conds, i, c)
+    {
+        const char *t = str_at(c, "type", NULL), *st = str_at(c, "status", NULL),
+                   *r = str_at(c, "reason", NULL);
+        if (t && st && !strcmp(t, type))
+            return !strcmp(st, "False") && r && !strcmp(r, reason);
+    }
+    return false;
+}
+
 /* A status without timestamps, to compare what a user would see. */
 static json_t *comparable(const json_t *status)
 {
@@ -306,7 +398,7 @@ long op_reconcile_status(op_controller *c)
 {
     json_t *all = kc_informer_list(c->policies);
     json_t *policy = op_active_policy(c);
-    json_t *live = NULL, *ds_by_state = NULL;
+    json_t *live = NULL, *ds_by_state = NULL, *optional = NULL;
     long again = -1;
     agg a;
     aggregate(c, &a);
@@ -329,6 +421,7 @@ long op_reconcile_status(op_controller *c)
     pthread_mutex_lock(&c->mu);
     snprintf(render_error, sizeof(render_error), "%s", c->render_error);
     ds_by_state = json_incref(c->ds_by_state);
+    optional = json_incref(c->optional);
     pthread_mutex_unlock(&c->mu);
 
     char now[32];
@@ -351,6 +444,7 @@ long op_reconcile_status(op_controller *c)
             continue;
         bool ok = true;
         char why[256] = "";
+        long long total = -1, ready_nodes = -1;
         size_t i;
         json_t *d;
         json_array_foreach(dsn, i, d)
@@ -363,15 +457,34 @@ long op_reconcile_status(op_controller *c)
                 ok = false;
                 snprintf(why, sizeof(why), "DaemonSet %s: %s", json_string_value(d), w);
             }
+            /* A state's nodes: those of its widest DaemonSet, ready where every one is. */
+            long long t_ds, r_ds;
+            ds_nodes(ds, &t_ds, &r_ds);
+            if (t_ds > total)
+                total = t_ds;
+            if (ready_nodes < 0 || r_ds < ready_nodes)
+                ready_nodes = r_ds;
             json_decref(ds);
         }
-        oom |= json_array_append_new(states, json_pack("{s:s, s:b, s:s}", "name", st, "ready", ok,
-                                                       "message", ok ? "" : why));
-        oom |= json_array_append_new(conds, condition(st, ok, ok ? "Ready" : "OperandNotReady",
-                                                      ok ? "operands ready" : why, old_conds, now));
+        if (total < 0)
+            total = 0;
+        if (ready_nodes < 0 || ready_nodes > total)
+            ready_nodes = total;
+        char cmsg[320];
+        if (ok)
+            snprintf(cmsg, sizeof(cmsg), "operands ready on %lld/%lld nodes", ready_nodes, total);
+        else
+            snprintf(cmsg, sizeof(cmsg), "%lld/%lld nodes ready; %s", ready_nodes, total, why);
+        oom |= json_array_append_new(states,
+                                     json_pack("{s:s, s:b, s:I, s:I, s:s}", "name", st, "ready", ok,
+                                               "nodesReady", (json_int_t)ready_nodes, "nodesTotal",
+                                               (json_int_t)total, "message", ok ? "" : cmsg));
+        oom |= json_array_append_new(
+            conds, condition(st, ok, ok ? "Ready" : "OperandNotReady", cmsg, old_conds, now));
         if (!ok) {
             size_t l = strlen(not_ready);
-            snprintf(not_ready + l, sizeof(not_ready) - l, "%s%s", nr++ ? ", " : "", st);
+            snprintf(not_ready + l, sizeof(not_ready) - l, "%s%s (%lld/%lld nodes)",
+                     nr++ ? ", " : "", st, ready_nodes, total);
         }
     }
     /* GPU nodes in the cache that no node reconcile has reported on yet (start-up). */
@@ -397,8 +510,10 @@ long op_reconcile_status(op_controller *c)
                  "(is node-feature-discovery running?)");
     } else if (!ready) {
         reason = "OperandNotReady";
-        size_t l = (size_t)snprintf(
-            msg, sizeof(msg), "ClusterPolicy is not ready; states not ready: [%s]", not_ready);
+        /* Only the parts that say something: no empty list. */
+        size_t l = (size_t)snprintf(msg, sizeof(msg), "ClusterPolicy is not ready");
+        if (nr && l < sizeof(msg))
+            l += (size_t)snprintf(msg + l, sizeof(msg) - l, "; states not ready: %s", not_ready);
         size_t i;
         json_t *b;
         json_array_foreach(a.behind, i, b)
@@ -409,6 +524,8 @@ long op_reconcile_status(op_controller *c)
                                   i ? ", " : "; nodes behind: ", str_at(b, "node", NULL),
                                   str_at(b, "state", NULL), str_at(b, "reason", NULL));
         }
+        if (!nr && json_array_size(a.behind) == 0 && l < sizeof(msg))
+            snprintf(msg + l, sizeof(msg) - l, "; %ld of %ld GPU nodes validated", a.done, a.gpu);
     } else {
         reason = "Reconciled";
         snprintf(msg, sizeof(msg), "ClusterPolicy is ready: %ld GPU nodes validated%s%s", a.done,
@@ -422,6 +539,16 @@ long op_reconcile_status(op_controller *c)
                                  condition("Error", render_error[0] != 0,
                                            render_error[0] ? "ReconcileFailed" : "NoError",
                                            render_error[0] ? msg : "", old_conds, now));
+    /* Objects of optional kinds (ServiceMonitors): the policy may be ready without them, but
+     * says which were not created and why. */
+    bool warn_optional = false;
+    char req_missing[512];
+    json_t *opt_cond = render_error[0]
+                           ? NULL
+                           : optional_condition(optional, old_conds, now, &warn_optional,
+                                                req_missing, sizeof(req_missing));
+    if (opt_cond)
+        oom |= json_array_insert_new(conds, 2, opt_cond);
     /* Present while the policy names a sharing ConfigMap (or a node still reports one). */
     const json_t *dpcfg =
         json_object_get(json_object_get(json_object_get(live, "spec"), "devicePlugin"), "config");
@@ -487,15 +614,25 @@ long op_reconcile_status(op_controller *c)
             kc_warn("cannot write the ClusterPolicy status", "err=\"%s\"", err.msg);
             op_requeue_failed(c, OP_KEY_STATUS, err.retry_after_s);
             again = OP_REQUEUED;
-        } else if (!old_state || strcmp(old_state, ready ? "ready" : "notReady")) {
-            kc_info(ready ? "ClusterPolicy ready" : "ClusterPolicy not ready", "reason=%s", reason);
-            /* A policy that was never ready is being installed: operands rolling out are
-             * progress (Normal). Losing readiness, a spec that cannot be applied and a cluster
-             * without GPU nodes are what an administrator must look at (Warning). */
-            bool progress = !old_state &&
-                            (!strcmp(reason, "OperandNotReady") || !strcmp(reason, "Reconciling"));
-            kc_event_record(c->events, live, ready || progress ? "Normal" : "Warning",
-                            ready ? "Ready" : reason, "%s", msg);
+        } else {
+            /* Once, when the condition turns to CRDNotInstalled (not on every reconcile, nor on a
+             * restart). */
+            if (warn_optional && !was_false(old_conds, "OptionalCRDs", "CRDNotInstalled"))
+                kc_event_record(c->events, live, "Warning", "CRDNotInstalled",
+                                "the spec asks for %s, whose CRD is not installed: not created "
+                                "until the CRD is installed",
+                                req_missing);
+            if (!old_state || strcmp(old_state, ready ? "ready" : "notReady")) {
+                kc_info(ready ? "ClusterPolicy ready" : "ClusterPolicy not ready", "reason=%s",
+                        reason);
+                /* A policy that was never ready is being installed: operands rolling out are
+                 * progress (Normal). Losing readiness, a spec that cannot be applied and a
+                 * cluster without GPU nodes are what an administrator must look at (Warning). */
+                bool progress = !old_state && (!strcmp(reason, "OperandNotReady") ||
+                                               !strcmp(reason, "Reconciling"));
+                kc_event_record(c->events, live, ready || progress ? "Normal" : "Warning",
+                                ready ? "Ready" : reason, "%s", msg);
+            }
         }
     }
     json_decref(status);
@@ -503,6 +640,7 @@ long op_reconcile_status(op_controller *c)
 out:
     json_decref(a.behind);
     json_decref(ds_by_state);
+    json_decref(optional);
     json_decref(live);
     json_decref(policy);
     json_decref(all);

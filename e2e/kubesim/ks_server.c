@@ -302,6 +302,25 @@ static void log_body(ks_req *r)
     kc_info("request body", "method=%s path=%s body=%s", r->method, r->url, b);
 }
 
+/* The name a field selector pins (metadata.name=NAME or ==NAME, alone), or NULL. */
+static const char *field_selector_name(const char *fs, char *buf, size_t size)
+{
+    static const char key[] = "metadata.name";
+    if (!fs || strncmp(fs, key, sizeof(key) - 1) != 0)
+        return NULL;
+    const char *v = fs + sizeof(key) - 1;
+    if (!strncmp(v, "==", 2))
+        v += 2;
+    else if (*v == '=')
+        v++;
+    else
+        return NULL;
+    if (!*v || strchr(v, ',') || strlen(v) >= size)
+        return NULL;
+    snprintf(buf, size, "%s", v);
+    return buf;
+}
+
 static enum MHD_Result dispatch(ks_req *r)
 {
     const char *url = r->url;
@@ -350,10 +369,14 @@ static enum MHD_Result dispatch(ks_req *r)
                                json_object());
     snprintf(r->verb, sizeof(r->verb), "%s", verb);
     const ks_route *rt = &r->route;
-    char reason[1024];
+    char reason[1024], by_field[256];
+    const char *name = strcmp(verb, "create") == 0 && !rt->sub ? NULL : rt->name;
+    /* As the API server: a list or watch of one name (fieldSelector metadata.name=NAME) is
+     * authorized for that name, so resourceNames rules can grant it. */
+    if (!name && (!strcmp(verb, "list") || !strcmp(verb, "watch")))
+        name = field_selector_name(ks_req_arg(r, "fieldSelector"), by_field, sizeof(by_field));
     if (!ks_auth_allowed(r->sim, &r->user, verb, rt->t->group, rt->t->resource, rt->sub, rt->ns,
-                         strcmp(verb, "create") == 0 && !rt->sub ? NULL : rt->name, reason,
-                         sizeof(reason)))
+                         name, reason, sizeof(reason)))
         return ks_reply_forbidden(r, reason);
     char what[300];
     snprintf(what, sizeof(what), "%s%s%s%s%s", rt->t->resource, rt->t->group[0] ? "." : "",

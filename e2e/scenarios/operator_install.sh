@@ -5,13 +5,17 @@
 # device plugin's capacity is there; a reconcile that finds nothing to change writes nothing.
 # The install emits no Warning Event (the driver pod is Ready only once its startupProbe saw the
 # driver loaded, so no validation runs early), and NVIDIA's documented smoke test (the CUDA
-# vectorAdd sample requesting one GPU) runs to completion.
+# vectorAdd sample requesting one GPU) runs to completion. The Prometheus Operator's CRD is
+# installed: the ServiceMonitors the ClusterPolicy asks for are created (without it the status and
+# a Warning Event would say they are not).
 source "$(dirname "$0")/../lib.sh"
 source "$E2E_ROOT/lib_gpu.sh"
 source "$E2E_ROOT/lib_operator.sh"
 
 cluster_up --fleet "$E2E_ROOT/testdata/fleet-nodesim.yaml"
 install_crd
+k apply -f "$E2E_ROOT/testdata/servicemonitor-crd.yaml" >/dev/null
+crd_established servicemonitors.monitoring.coreos.com
 k create namespace gpu-operator >/dev/null
 k apply -f - >/dev/null <<'YAML'
 apiVersion: v1
@@ -49,6 +53,10 @@ warning_events() {
 no_warnings() { [ "$E2E_CLUSTER" = real ] || assert_eq "$1" "" "$(warning_events)"; }
 step "a clean install emits no Warning Event"
 no_warnings "Warning Events"
+assert_eq "ServiceMonitors" "gpu-operator nvidia-dcgm-exporter" \
+    "$(k get servicemonitors -n gpu-operator -o jsonpath='{.items[*].metadata.name}')"
+assert_eq "OptionalCRDs condition" "True Applied" "$(k get clusterpolicy cluster-policy \
+    -o jsonpath='{.status.conditions[?(@.type=="OptionalCRDs")].status} {.status.conditions[?(@.type=="OptionalCRDs")].reason}')"
 
 step "a CUDA workload requesting a GPU runs to completion (the CUDA vectorAdd sample)"
 k apply -f - >/dev/null <<'YAML'
