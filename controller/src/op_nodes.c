@@ -12,7 +12,7 @@
 #include "kc_log.h"
 #include "op_migcheck.h"
 #include "op_policy.h"
-#include "op_sharing.h"
+#include "kc_sharing.h"
 
 static const char *str_at(const json_t *o, const char *a, const char *b)
 {
@@ -646,14 +646,15 @@ static void check_sharing(op_controller *c, const json_t *node, const json_t *po
     json_t *cm = op_wanted_configmap(c, OP_CM_SHARING, name, &failed);
     if (failed)
         return; /* unknown: reported once it can be read */
-    op_sharing_in in = {.ns = c->ns,
+    kc_sharing_in in = {.ns = c->ns,
                         .cm_name = name,
                         .cm = cm,
-                        .label = str_at(labels, OP_SHARING_LABEL, NULL),
+                        .label = str_at(labels, KC_SHARING_LABEL, NULL),
                         .default_key = str_at(cfg, "default", NULL),
-                        .mig_strategy = str_at(json_object_get(spec, "mig"), "strategy", NULL)};
+                        .mig_strategy =
+                            str_at(json_object_get(spec, "mig"), "strategy", NULL) ?: "single"};
     kc_err err;
-    kc_code rc = op_sharing_check(&in, NULL, &err);
+    kc_code rc = kc_sharing_check(&in, NULL, &err);
     json_decref(cm);
     if (rc == KC_OK || rc == KC_ENOMEM)
         return;

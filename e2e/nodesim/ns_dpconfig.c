@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kc_sharing.h"
 #include "kc_yaml.h"
 
 #define PATH_LEN 256
@@ -26,32 +27,6 @@ int ns_mig_strategy_parse(const char *s)
 const char *ns_mig_strategy_name(ns_mig_strategy s)
 {
     return s == NS_MIG_SINGLE ? "single" : s == NS_MIG_MIXED ? "mixed" : "none";
-}
-
-static int in_list(const char *key, const char *const *list)
-{
-    for (; *list; list++) {
-        if (strcmp(key, *list) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-/* Rejects keys of `obj` outside `known`, naming the expected ones. */
-static kc_code check_keys(const json_t *obj, const char *path, const char *const *known,
-                          const char *expected, kc_err *err)
-{
-    const char *key;
-    json_t *val;
-    json_object_foreach((json_t *)obj, key, val)
-    {
-        if (!in_list(key, known)) {
-            char p[PATH_LEN];
-            snprintf(p, sizeof(p), "%s%s%s", path, *path ? "." : "", key);
-            return kc_yaml_fail(err, p, "unknown key (expected %s)", expected);
-        }
-    }
-    return KC_OK;
 }
 
 static kc_code get_bool(const json_t *obj, const char *key, const char *path, int *out, kc_err *err)
@@ -86,30 +61,32 @@ void ns_dpconfig_free(ns_dpconfig *cfg)
     free(cfg);
 }
 
-static int valid_resource_name(const char *s)
+/* A resource name as the plugin reads it: "gpu" is "nvidia.com/gpu" (kc_sharing_validate has
+ * checked its form). Names that match no device (not nvidia.com/gpu or nvidia.com/mig-<profile>)
+ * are kept and share nothing, as with the real plugin. */
+static char *full_name(const char *raw)
 {
-    static const char mig[] = "nvidia.com/mig-";
-    return strcmp(s, "nvidia.com/gpu") == 0 ||
-           (strncmp(s, mig, sizeof(mig) - 1) == 0 && s[sizeof(mig) - 1] != '\0');
+    static const char prefix[] = "nvidia.com/";
+    size_t n = strlen(raw) + sizeof(prefix);
+    char *out = malloc(n);
+    if (out)
+        snprintf(out, n, "%s%s", strncmp(raw, prefix, sizeof(prefix) - 1) ? prefix : "", raw);
+    return out;
 }
 
 static kc_code parse_resource(const json_t *v, const char *path, ns_dp_resource *r, kc_err *err)
 {
-    static const char *const known[] = {"name", "rename", "replicas", "devices", NULL};
     char p[PATH_LEN];
-    kc_code rc;
     if (!json_is_object(v))
         return kc_yaml_fail(err, path, "must be a mapping with name and replicas");
-    if ((rc = check_keys(v, path, known, "name, rename, replicas, devices", err)) != KC_OK)
-        return rc;
     const json_t *name = json_object_get(v, "name");
     snprintf(p, sizeof(p), "%s.name", path);
-    if (!json_is_string(name) || !valid_resource_name(json_string_value(name)))
-        return kc_yaml_fail(err, p, "must be nvidia.com/gpu or nvidia.com/mig-<profile>");
+    if (!json_is_string(name) || json_string_length(name) == 0)
+        return kc_yaml_fail(err, p, "no resource name specified");
     const json_t *rep = json_object_get(v, "replicas");
     snprintf(p, sizeof(p), "%s.replicas", path);
     if (!json_is_integer(rep) || json_integer_value(rep) < 2 || json_integer_value(rep) > 10000)
-        return kc_yaml_fail(err, p, "must be an integer >= 2");
+        return kc_yaml_fail(err, p, "number of replicas must be >= 2");
     const json_t *rename = json_object_get(v, "rename");
     snprintf(p, sizeof(p), "%s.rename", path);
     if (rename && (!json_is_string(rename) || json_string_length(rename) == 0))
@@ -121,8 +98,8 @@ static kc_code parse_resource(const json_t *v, const char *path, ns_dp_resource 
         !(json_is_integer(devices) && json_integer_value(devices) > 0) && !json_is_array(devices))
         return kc_yaml_fail(err, p,
                             "must be \"all\", a positive count, or a list of GPU indices or UUIDs");
-    r->name = strdup(json_string_value(name));
-    r->rename = rename ? strdup(json_string_value(rename)) : NULL;
+    r->name = full_name(json_string_value(name));
+    r->rename = rename ? full_name(json_string_value(rename)) : NULL;
     r->replicas = (int)json_integer_value(rep);
     if (!r->name || (rename && !r->rename))
         return kc_err_set(err, KC_ENOMEM, "out of memory");
@@ -131,15 +108,10 @@ static kc_code parse_resource(const json_t *v, const char *path, ns_dp_resource 
 
 static kc_code parse_sharing(const json_t *v, const char *path, ns_dp_sharing *s, kc_err *err)
 {
-    static const char *const known[] = {"renameByDefault", "failRequestsGreaterThanOne",
-                                        "resources", NULL};
     char p[PATH_LEN];
     kc_code rc;
     if (!json_is_object(v))
         return kc_yaml_fail(err, path, "must be a mapping with resources");
-    if ((rc = check_keys(v, path, known, "renameByDefault, failRequestsGreaterThanOne, resources",
-                         err)) != KC_OK)
-        return rc;
     s->present = 1;
     if ((rc = get_bool(v, "renameByDefault", path, &s->rename_by_default, err)) != KC_OK ||
         (rc = get_bool(v, "failRequestsGreaterThanOne", path, &s->fail_requests_greater_than_one,
@@ -148,7 +120,7 @@ static kc_code parse_sharing(const json_t *v, const char *path, ns_dp_sharing *s
     const json_t *res = json_object_get(v, "resources");
     snprintf(p, sizeof(p), "%s.resources", path);
     if (!json_is_array(res) || json_array_size(res) == 0)
-        return kc_yaml_fail(err, p, "required: a non-empty list of {name, replicas}");
+        return kc_yaml_fail(err, p, "no resources specified");
     size_t n = json_array_size(res);
     s->resources = calloc(n, sizeof(*s->resources));
     if (!s->resources)
@@ -168,24 +140,8 @@ static kc_code parse_sharing(const json_t *v, const char *path, ns_dp_sharing *s
 
 static kc_code parse_flags(const json_t *v, ns_dpconfig *cfg, kc_err *err)
 {
-    static const char *const known[] = {"migStrategy",
-                                        "failOnInitError",
-                                        "nvidiaDriverRoot",
-                                        "nvidiaDevRoot",
-                                        "mpsRoot",
-                                        "gdsEnabled",
-                                        "mofedEnabled",
-                                        "useNodeFeatureAPI",
-                                        "deviceDiscoveryStrategy",
-                                        "plugin",
-                                        "gfd",
-                                        NULL};
-    kc_code rc;
     if (!json_is_object(v))
         return kc_yaml_fail(err, "flags", "must be a mapping");
-    if ((rc = check_keys(v, "flags", known, "a device-plugin flag such as migStrategy", err)) !=
-        KC_OK)
-        return rc;
     const json_t *strategy = json_object_get(v, "migStrategy");
     if (strategy) {
         int s = json_is_string(strategy) ? ns_mig_strategy_parse(json_string_value(strategy)) : -1;
@@ -199,21 +155,21 @@ static kc_code parse_flags(const json_t *v, ns_dpconfig *cfg, kc_err *err)
 
 kc_code ns_dpconfig_from_json(const json_t *doc, ns_dpconfig **out, kc_err *err)
 {
-    static const char *const top[] = {"version", "flags", "resources", "sharing", "imex", NULL};
-    static const char *const sharing_keys[] = {"timeSlicing", "mps", NULL};
     kc_code rc;
     if (!out)
         return kc_err_set(err, KC_EARG, "ns_dpconfig_from_json: out is required");
     *out = NULL;
-    if (!json_is_object(doc))
-        return kc_err_set(err, KC_EINVALID, "the config must be a mapping with version v1");
-    if ((rc = check_keys(doc, "", top, "version, flags, resources, sharing, imex", err)) != KC_OK)
-        return rc;
+    /* As the plugin reads it: unknown keys are ignored, an empty document or version is v1. */
+    if (json_is_null(doc) || (json_is_string(doc) && json_string_length(doc) == 0))
+        doc = NULL;
+    else if (!json_is_object(doc))
+        return kc_err_set(err, KC_EINVALID, "the config must be a mapping");
     const json_t *version = json_object_get(doc, "version");
-    if (!version)
-        return kc_yaml_fail(err, "version", "required (the only supported value is v1)");
-    if (!json_is_string(version) || strcmp(json_string_value(version), "v1") != 0)
-        return kc_yaml_fail(err, "version", "must be v1 (the only supported value)");
+    if (version && !(json_is_string(version) && (json_string_length(version) == 0 ||
+                                                 !strcmp(json_string_value(version), "v1"))))
+        return kc_yaml_fail(err, "version", "unknown version: %s",
+                            json_is_string(version) ? json_string_value(version)
+                                                    : "(not a string)");
     ns_dpconfig *cfg = calloc(1, sizeof(*cfg));
     if (!cfg)
         return kc_err_set(err, KC_ENOMEM, "out of memory");
@@ -227,15 +183,11 @@ kc_code ns_dpconfig_from_json(const json_t *doc, ns_dpconfig **out, kc_err *err)
             rc = kc_yaml_fail(err, "sharing", "must be a mapping with timeSlicing or mps");
             goto free_cfg;
         }
-        if ((rc = check_keys(sharing, "sharing", sharing_keys, "timeSlicing or mps", err)) != KC_OK)
-            goto free_cfg;
         const json_t *ts = json_object_get(sharing, "timeSlicing");
         const json_t *mps = json_object_get(sharing, "mps");
-        if (ts && mps) {
-            rc = kc_yaml_fail(err, "sharing", "timeSlicing and mps cannot both be configured");
-            goto free_cfg;
-        }
-        if (ts && (rc = parse_sharing(ts, "sharing.timeSlicing", &cfg->time_slicing, err)) != KC_OK)
+        /* With both, MPS is the strategy the plugin uses (time-slicing's entries are unused). */
+        if (ts && !mps &&
+            (rc = parse_sharing(ts, "sharing.timeSlicing", &cfg->time_slicing, err)) != KC_OK)
             goto free_cfg;
         /* Under MPS a request for more than one replica fails unless the config says otherwise. */
         cfg->mps.fail_requests_greater_than_one = 1;
@@ -256,9 +208,18 @@ kc_code ns_dpconfig_parse(const char *yaml, size_t len, const char *name, ns_dpc
     if (!out || (!yaml && len))
         return kc_err_set(err, KC_EARG, "ns_dpconfig_parse: yaml and out are required");
     *out = NULL;
-    kc_code rc = kc_yaml_parse_one(yaml ? yaml : "", len, name, &doc, err);
-    if (rc != KC_OK)
+    /* First the rules NVIDIA's plugin applies when it loads the file (shared with the operator's
+     * check), with the plugin's messages; then what the simulation reads of it. */
+    /* The strategy in effect (the environment's over the file's) is ns_dp_advertise's to judge:
+     * "none" keeps the MPS check out of the file's rules here. */
+    kc_code rc = kc_sharing_validate(yaml ? yaml : "", len, "none", err);
+    if (rc == KC_OK)
+        rc = kc_yaml_parse_one(yaml ? yaml : "", len, name, &doc, err);
+    if (rc != KC_OK) {
+        if (rc != KC_ENOMEM && rc != KC_EPARSE && name)
+            kc_err_prefix(err, "%s", name);
         return rc;
+    }
     rc = ns_dpconfig_from_json(doc, out, err);
     if (rc != KC_OK && rc != KC_ENOMEM && name)
         kc_err_prefix(err, "%s", name);

@@ -82,46 +82,53 @@ Test(ns_dpconfig, parse_full)
 
 Test(ns_dpconfig, malformed)
 {
-    rejects("flags: {}\n", "version: required (the only supported value is v1)");
-    rejects("version: v2\n", "version: must be v1 (the only supported value)");
-    rejects("version: v1\nshareing: {}\n",
-            "shareing: unknown key (expected version, flags, resources, sharing, imex)");
+    /* The plugin's own rules and messages (kc_sharing), then what the simulation reads. */
+    rejects("version: v2\n", "version: unknown version: v2");
     rejects("version: v1\nflags: {migStrategy: both}\n",
-            "flags.migStrategy: must be none, single or mixed");
+            "flags.migStrategy: unknown MIG strategy: both");
     rejects("version: v1\nflags: {failOnInitError: 3}\n",
             "flags.failOnInitError: must be true or false");
-    rejects("version: v1\nflags: {bogus: 1}\n",
-            "flags.bogus: unknown key (expected a device-plugin flag such as migStrategy)");
     rejects("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: "
             "1}]}}\n",
-            "sharing.timeSlicing.resources[0].replicas: must be an integer >= 2");
-    rejects(
-        "version: v1\nsharing: {timeSlicing: {resources: [{name: amd.com/gpu, replicas: 2}]}}\n",
-        "sharing.timeSlicing.resources[0].name: must be nvidia.com/gpu or "
-        "nvidia.com/mig-<profile>");
+            "sharing.timeSlicing.resources[0].replicas: number of replicas must be >= 2 (got 1)");
     rejects("version: v1\nsharing: {timeSlicing: {resources: []}}\n",
-            "sharing.timeSlicing.resources: required: a non-empty list of {name, replicas}");
-    rejects("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2, "
-            "extra: 1}]}}\n",
-            "sharing.timeSlicing.resources[0].extra: unknown key (expected name, rename, "
-            "replicas, devices)");
+            "sharing.timeSlicing.resources: no resources specified");
     rejects("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2}, "
             "{name: nvidia.com/gpu, replicas: 3}]}}\n",
             "sharing.timeSlicing.resources[1]: nvidia.com/gpu is listed twice");
-    rejects("version: v1\nsharing: {timeSlicing: {renameByDefault: yes please, resources: []}}\n",
-            "sharing.timeSlicing.renameByDefault: must be true or false");
-    rejects("version: v1\nsharing:\n  mps: {resources: [{name: nvidia.com/gpu, replicas: 2}]}\n"
-            "  timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2}]}\n",
-            "sharing: timeSlicing and mps cannot both be configured");
-    rejects("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2, "
-            "devices: nope}]}}\n",
-            "sharing.timeSlicing.resources[0].devices: must be \"all\", a positive count, or a "
-            "list of GPU indices or UUIDs");
     ns_dpconfig *cfg = NULL;
     kc_err err;
     cr_assert_eq(ns_dpconfig_parse("version: [", 10, NULL, &cfg, &err), KC_EPARSE);
     cr_assert_eq(ns_dpconfig_parse("version: v9", 11, "any.yaml", &cfg, &err), KC_EINVALID);
-    cr_assert_str_eq(err.msg, "any.yaml: version: must be v1 (the only supported value)");
+    cr_assert_str_eq(err.msg, "any.yaml: version: unknown version: v9");
+}
+
+/* What NVIDIA's plugin accepts, nodesim accepts: unknown keys are ignored, no version is v1, a
+ * name without a prefix is nvidia.com's, a name that matches no device shares nothing, and with
+ * both time-slicing and MPS the plugin uses MPS. */
+Test(ns_dpconfig, lenient_where_the_plugin_is)
+{
+    ns_dpconfig *cfg = parse_ok("flags: {bogus: 1}\nshareing: {}\nsharing:\n  timeSlicing:\n"
+                                "    extra: 1\n    resources:\n    - name: gpu\n      replicas: 2\n"
+                                "      extra: 1\n    - name: nvidia.com/foo\n      replicas: 3\n");
+    cr_assert_eq(cfg->time_slicing.n_resources, 2);
+    cr_assert_str_eq(cfg->time_slicing.resources[0].name, "nvidia.com/gpu");
+    cr_assert_str_eq(cfg->time_slicing.resources[1].name, "nvidia.com/foo");
+    ns_dpconfig_free(cfg);
+    cfg = parse_ok(
+        "version: v1\nsharing:\n  mps: {resources: [{name: nvidia.com/gpu, replicas: 2}]}\n"
+        "  timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 4}]}\n");
+    cr_assert(cfg->mps.present);
+    cr_assert_not(cfg->time_slicing.present, "MPS is the strategy in use");
+    ns_dpconfig_free(cfg);
+    kc_err err;
+    rejects(
+        "version: v1\nsharing: {timeSlicing: {resources: [{name: amd.com/gpu, replicas: 2}]}}\n",
+        "sharing.timeSlicing.resources[0].name: incorrect format for resource name "
+        "'nvidia.com/amd.com/gpu': [a lowercase RFC 1123 subdomain must consist of lower case "
+        "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
+        "character (e.g. 'example.com')]");
+    (void)err;
 }
 
 Test(ns_dpconfig, select_key)

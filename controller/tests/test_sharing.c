@@ -1,14 +1,14 @@
-/* Tests for op_sharing: the device-plugin sharing config checked as NVIDIA's device plugin and
+/* Tests for kc_sharing: the device-plugin sharing config checked as NVIDIA's device plugin and
  * its config manager check it (key selection, YAML, version, replicas, resource names, devices). */
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "op_sharing.h"
+#include "kc_sharing.h"
 
 /* Validates text; returns the code and leaves the message in *err. */
 static kc_code check(const char *text, const char *strategy, kc_err *err)
 {
-    return op_sharing_validate(text, strlen(text), strategy, err);
+    return kc_sharing_validate(text, strlen(text), strategy, err);
 }
 
 static void refused(const char *text, kc_code want, const char *msg)
@@ -28,7 +28,7 @@ static void accepted(const char *text)
 
 #define TS(res) "version: v1\nsharing:\n  timeSlicing:\n    resources:\n" res
 
-Test(op_sharing, valid_configs)
+Test(sharing, valid_configs)
 {
     accepted(TS("    - name: nvidia.com/gpu\n      replicas: 4\n"));
     accepted(""); /* an empty key: the plugin's defaults */
@@ -44,7 +44,7 @@ Test(op_sharing, valid_configs)
     accepted(TS("    - name: nvidia.com/mig-1g.5gb\n      replicas: 2\n"));
 }
 
-Test(op_sharing, malformed_yaml_has_line_and_column)
+Test(sharing, malformed_yaml_has_line_and_column)
 {
     kc_err err;
     cr_assert_eq(check(TS("    - name: nvidia.com/gpu\n     replicas: 2\n"), NULL, &err),
@@ -116,25 +116,34 @@ static const refusal refusals[] = {
      "sharing.mps: using --mig-strategy=mixed is not supported with MPS"},
 };
 
-Test(op_sharing, refusals_name_the_value_and_the_rule)
+Test(sharing, refusals_name_the_value_and_the_rule)
 {
     for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
         refused(refusals[i].text, KC_EINVALID, refusals[i].msg);
 }
 
-Test(op_sharing, device_references)
+Test(sharing, device_references)
 {
     accepted(GPU("      devices: [MIG-GPU-b1028956-cfa2-0990-bf4a-5da9abb51763/3/0, "
                  "MIG-b1028956cfa20990bf4a5da9abb51763]\n"));
 }
 
-Test(op_sharing, mps_and_the_environment_strategy)
+Test(sharing, mps_and_the_environment_strategy)
 {
     const char *mps = "sharing:\n  mps:\n    resources:\n    - name: gpu\n      replicas: 2\n";
     kc_err err;
     cr_assert_eq(check(mps, "mixed", &err), KC_EINVALID);
     cr_assert_str_eq(err.msg, "sharing.mps: using --mig-strategy=mixed is not supported with MPS");
     cr_assert_eq(check(mps, "single", &err), KC_OK, "%s", err.msg);
+    /* The environment's strategy overrides the file's flags (urfave/cli's IsSet counts the
+     * environment), so a file saying mixed runs MPS under MIG_STRATEGY=single... */
+    const char *file_mixed = "flags:\n  migStrategy: mixed\nsharing:\n  mps:\n    resources:\n"
+                             "    - name: gpu\n      replicas: 2\n";
+    cr_assert_eq(check(file_mixed, "single", &err), KC_OK, "%s", err.msg);
+    /* ... and a file saying single does not under MIG_STRATEGY=mixed. */
+    const char *file_single = "flags:\n  migStrategy: single\nsharing:\n  mps:\n    resources:\n"
+                              "    - name: gpu\n      replicas: 2\n";
+    cr_assert_eq(check(file_single, "mixed", &err), KC_EINVALID);
 }
 
 static json_t *configmap(void)
@@ -147,43 +156,43 @@ static json_t *configmap(void)
                      "      replicas: 0\n");
 }
 
-Test(op_sharing, key_selection)
+Test(sharing, key_selection)
 {
     json_t *cm = configmap();
-    op_sharing_in in = {.ns = "gpu-operator", .cm_name = "sharing", .cm = cm};
+    kc_sharing_in in = {.ns = "gpu-operator", .cm_name = "sharing", .cm = cm};
     const char *key = "x";
     kc_err err;
     /* No label, no default: FALLBACK_STRATEGIES=empty, plain GPUs. */
-    cr_assert_eq(op_sharing_check(&in, &key, &err), KC_OK, "%s", err.msg);
+    cr_assert_eq(kc_sharing_check(&in, &key, &err), KC_OK, "%s", err.msg);
     cr_assert_null(key);
     in.default_key = "good";
-    cr_assert_eq(op_sharing_check(&in, &key, &err), KC_OK, "%s", err.msg);
+    cr_assert_eq(kc_sharing_check(&in, &key, &err), KC_OK, "%s", err.msg);
     cr_assert_str_eq(key, "good");
     /* The label wins over the default. */
     in.label = "zero";
-    cr_assert_eq(op_sharing_check(&in, &key, &err), KC_EINVALID);
+    cr_assert_eq(kc_sharing_check(&in, &key, &err), KC_EINVALID);
     cr_assert_str_eq(err.msg, "ConfigMap gpu-operator/sharing key \"zero\": "
                               "sharing.timeSlicing.resources[0].replicas: number of replicas must "
                               "be >= 2 (got 0)");
     in.label = "nope";
-    cr_assert_eq(op_sharing_check(&in, NULL, &err), KC_ENOTFOUND);
+    cr_assert_eq(kc_sharing_check(&in, NULL, &err), KC_ENOTFOUND);
     cr_assert_str_eq(err.msg, "ConfigMap gpu-operator/sharing has no key \"nope\" (named by the "
                               "node label nvidia.com/device-plugin.config; keys: good, zero): "
                               "specified config nope does not exist");
     in.label = "";
     in.default_key = "gone";
-    cr_assert_eq(op_sharing_check(&in, NULL, &err), KC_ENOTFOUND);
+    cr_assert_eq(kc_sharing_check(&in, NULL, &err), KC_ENOTFOUND);
     cr_assert(strstr(err.msg, "named by spec.devicePlugin.config.default"), "%s", err.msg);
     in.cm = NULL;
-    cr_assert_eq(op_sharing_check(&in, NULL, &err), KC_ENOTFOUND);
+    cr_assert_eq(kc_sharing_check(&in, NULL, &err), KC_ENOTFOUND);
     cr_assert_str_eq(err.msg,
                      "ConfigMap gpu-operator/sharing (spec.devicePlugin.config.name) not found");
     json_t *empty = json_pack("{s:{}}", "data");
     in.cm = empty;
-    cr_assert_eq(op_sharing_check(&in, NULL, &err), KC_ENOTFOUND);
+    cr_assert_eq(kc_sharing_check(&in, NULL, &err), KC_ENOTFOUND);
     cr_assert_str_eq(err.msg, "ConfigMap gpu-operator/sharing has no keys: no configuration files "
                               "available");
-    cr_assert_eq(op_sharing_check(NULL, NULL, &err), KC_EARG);
+    cr_assert_eq(kc_sharing_check(NULL, NULL, &err), KC_EARG);
     json_decref(empty);
     json_decref(cm);
 }

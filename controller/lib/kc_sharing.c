@@ -1,7 +1,7 @@
-/* op_sharing: the device-plugin sharing config a node will load, checked as NVIDIA's device
+/* kc_sharing: the device-plugin sharing config a node will load, checked as NVIDIA's device
  * plugin checks it (api/config/v1: config.go, replicas.go, resources.go; the config manager's key
  * selection in cmd/config-manager). Messages end with the plugin's own wording. */
-#include "op_sharing.h"
+#include "kc_sharing.h"
 
 #include <ctype.h>
 #include <stdbool.h>
@@ -245,10 +245,13 @@ static kc_code check_doc(const json_t *doc, const char *mig_strategy, kc_err *er
         if (!json_is_string(ms))
             return kc_yaml_fail(err, "flags.migStrategy", "must be a string, not %s",
                                 kc_json_kind(ms, true));
-        mig_strategy = json_string_value(ms);
-        if (strcmp(mig_strategy, "none") && strcmp(mig_strategy, "single") &&
-            strcmp(mig_strategy, "mixed"))
-            return kc_yaml_fail(err, "flags.migStrategy", "unknown MIG strategy: %s", mig_strategy);
+        const char *file = json_string_value(ms);
+        if (strcmp(file, "none") && strcmp(file, "single") && strcmp(file, "mixed"))
+            return kc_yaml_fail(err, "flags.migStrategy", "unknown MIG strategy: %s", file);
+        /* The plugin's command line and environment (MIG_STRATEGY, which the operator sets)
+         * override the file's flags: the file's strategy counts only without them. */
+        if (!mig_strategy)
+            mig_strategy = file;
     }
     const json_t *sharing = json_object_get(doc, "sharing");
     if (sharing && !json_is_object(sharing) && !json_is_null(sharing))
@@ -275,10 +278,10 @@ static kc_code check_doc(const json_t *doc, const char *mig_strategy, kc_err *er
     return KC_OK;
 }
 
-kc_code op_sharing_validate(const char *yaml, size_t len, const char *mig_strategy, kc_err *err)
+kc_code kc_sharing_validate(const char *yaml, size_t len, const char *mig_strategy, kc_err *err)
 {
     if (!yaml && len)
-        return kc_err_set(err, KC_EARG, "op_sharing_validate: no text");
+        return kc_err_set(err, KC_EARG, "kc_sharing_validate: no text");
     json_t *doc = NULL;
     kc_code rc = kc_yaml_parse_one(yaml ? yaml : "", len, NULL, &doc, err);
     if (rc != KC_OK)
@@ -288,14 +291,14 @@ kc_code op_sharing_validate(const char *yaml, size_t len, const char *mig_strate
     return rc;
 }
 
-kc_code op_sharing_check(const op_sharing_in *in, const char **key_out, kc_err *err)
+kc_code kc_sharing_check(const kc_sharing_in *in, const char **key_out, kc_err *err)
 {
     const char *ignored;
     if (!key_out)
         key_out = &ignored;
     *key_out = NULL;
     if (!in || !in->cm_name || !in->ns)
-        return kc_err_set(err, KC_EARG, "op_sharing_check: no ConfigMap name");
+        return kc_err_set(err, KC_EARG, "kc_sharing_check: no ConfigMap name");
     if (!in->cm)
         return kc_err_set(err, KC_ENOTFOUND,
                           "ConfigMap %s/%s (spec.devicePlugin.config.name) not found", in->ns,
@@ -324,11 +327,11 @@ kc_code op_sharing_check(const op_sharing_in *in, const char **key_out, kc_err *
                           "ConfigMap %s/%s has no key \"%s\" (named by %s; keys: %s): specified "
                           "config %s does not exist",
                           in->ns, in->cm_name, want,
-                          by_label ? "the node label " OP_SHARING_LABEL
+                          by_label ? "the node label " KC_SHARING_LABEL
                                    : "spec.devicePlugin.config.default",
                           kc_yaml_key_list(data, keys, sizeof(keys)), want);
     const char *text = json_string_value(json_object_get(data, *key_out));
-    kc_code rc = op_sharing_validate(text, text ? strlen(text) : 0, in->mig_strategy, err);
+    kc_code rc = kc_sharing_validate(text, text ? strlen(text) : 0, in->mig_strategy, err);
     if (rc != KC_OK && rc != KC_ENOMEM)
         kc_err_prefix(err, "ConfigMap %s/%s key \"%s\"", in->ns, in->cm_name, *key_out);
     return rc;
