@@ -464,8 +464,9 @@ static bool sim_probe(const kl_ctr *c, char *msg, size_t size)
 }
 
 /* The container failed its startup or liveness probe failureThreshold times: it is killed and
- * started again. A local process gets SIGTERM (SIGKILL after the grace period) and restarts
- * when it exits; a simulated container restarts at once, exit code 137. */
+ * started again, with the back-off of any container that ended (CrashLoopBackOff). A local
+ * process gets SIGTERM (SIGKILL after the grace period) and restarts when it exits; a simulated
+ * container ends at once, exit code 137. */
 static void probe_kill(kl_ctr *c, int which)
 {
     kl_pod *p = c->p;
@@ -481,14 +482,11 @@ static void probe_kill(kl_ctr *c, int which)
         kl_pod_ctr_changed(p, c);
         return;
     }
-    char now[32];
-    ks_now_rfc3339(now);
-    json_decref(c->last_term);
-    c->last_term = json_pack("{s:i, s:s, s:s, s:s, s:s}", "exitCode", 137, "reason", "Error",
-                             "startedAt", c->started_at, "finishedAt", now, "containerID", c->cid);
-    c->restarts++;
-    kl_ctr_start(c);
-    kl_pod_ctr_changed(p, c);
+    ks_now_rfc3339(c->finished_at);
+    c->state = CS_TERMINATED;
+    c->exit_code = 137;
+    snprintf(c->reason, sizeof(c->reason), "Error");
+    restart_or_stay(c);
 }
 
 /* One probe result for the container's current run. */

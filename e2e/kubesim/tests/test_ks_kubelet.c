@@ -865,6 +865,9 @@ Test(kubelet, simulated_liveness_and_readiness_follow_nodesims_answer)
     char *w = warnings_of("d");
     cr_assert_not_null(strstr(w, "Liveness probe failed: connection refused"), "%s", w);
     cr_assert_not_null(strstr(w, "Readiness probe failed: connection refused"), "%s", w);
+    /* Killed by its liveness probe, it waited out the back-off like any container that ended. */
+    cr_assert_not_null(
+        strstr(w, "BackOff: Back-off restarting failed container c in pod d_default"), "%s", w);
     free(w);
 }
 
