@@ -2,6 +2,7 @@
  * server-side apply, applied inside the store's read-modify-write so the resourceVersion stays
  * consistent) and the autoscaling/v1 /scale subresource. */
 #include "ks_auth.h"
+#include "ks_crd.h"
 #include "ks_server_int.h"
 
 #include "kc_patch.h"
@@ -226,6 +227,43 @@ static enum MHD_Result apply_create(ks_req *r, const json_t *cfg)
     return ks_reply_object(r, 201, out);
 }
 
+/* Server-side apply builds a typed object from the applied configuration before anything else:
+ * for a custom resource with a schema, a field the schema does not declare fails the request
+ * with 500 and no reason (not a field-validation warning), naming the first such field. */
+static bool apply_undeclared(ks_req *r, const json_t *cfg, enum MHD_Result *ret)
+{
+    const ks_rtype *t = r->route.t;
+    if (!t || !t->crd_name || !t->schema || !json_is_object(cfg))
+        return false;
+    json_t *copy = json_deep_copy(cfg), *pruned = json_array();
+    bool found = false;
+    if (copy && pruned && ks_crd_prune(t->schema, copy, pruned) > 0) {
+        const char *first = NULL;
+        size_t i;
+        json_t *v;
+        json_array_foreach(pruned, i, v)
+        {
+            const char *path = json_string_value(v);
+            if (path && (!first || strcmp(path, first) < 0))
+                first = path;
+        }
+        if (first) {
+            char msg[1024];
+            snprintf(msg, sizeof(msg),
+                     "failed to create typed patch object (%s/%s; %s%s%s, Kind=%s): %s%s: field "
+                     "not declared in schema",
+                     r->route.ns ? r->route.ns : "", r->route.name ? r->route.name : "",
+                     t->group && t->group[0] ? t->group : "", t->group && t->group[0] ? "/" : "",
+                     t->version, t->kind, first[0] == '.' ? "" : ".", first);
+            *ret = ks_reply_status(r, 500, "", msg, NULL);
+            found = true;
+        }
+    }
+    json_decref(copy);
+    json_decref(pruned);
+    return found;
+}
+
 enum MHD_Result ks_handle_patch(ks_req *r)
 {
     const ks_route *rt = &r->route;
@@ -251,6 +289,11 @@ enum MHD_Result ks_handle_patch(ks_req *r)
                                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: "
                                    "Required value: is required for apply patch",
                                    d);
+        }
+        enum MHD_Result undeclared;
+        if (apply_undeclared(r, patch, &undeclared)) {
+            json_decref(patch);
+            return undeclared;
         }
         const char *n = meta_str(patch, "name");
         if (n && n[0] && strcmp(n, rt->name) != 0) {

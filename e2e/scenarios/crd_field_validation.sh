@@ -2,7 +2,8 @@
 # Server-side field validation of custom objects with the real kubectl: `kubectl apply` sends
 # fieldValidation=Strict, so a field the CRD's schema does not declare is refused with the API
 # server's message; --validate=warn prints a warning and the field is pruned; --validate=false
-# prunes it silently.
+# prunes it silently. Server-side apply fails on an undeclared field whatever the validation
+# level: 500 with "field not declared in schema" (the applied configuration cannot be typed).
 . "$(dirname "$0")/../lib.sh"
 cluster_up
 
@@ -35,4 +36,12 @@ assert_eq "unchanged" "mixed" "$(k get widget w1 -o jsonpath='{.spec.mode}')"
 out=$(k apply -f "$E2E_DIR/w.yaml" --validate=false 2>&1)
 assert_eq "ignore: no warning" "widget.example.com/w1 configured" "$out"
 assert_eq "updated and pruned" '{"mode":"single","size":3}' "$(k get widget w1 -o jsonpath='{.spec}')"
+step "server-side apply: an undeclared field fails the apply (500), even with --validate=false"
+widget "mode: mixed, size: 2, extra: 1"
+out=$(assert_fails "server-side apply with an undeclared field" k apply --server-side -f "$E2E_DIR/w.yaml")
+assert_eq "the API server's message" 'Error from server: failed to create typed patch object (/w1; example.com/v1, Kind=Widget): .spec.extra: field not declared in schema' "$out"
+out=$(assert_fails "even without validation" k apply --server-side --validate=false -f "$E2E_DIR/w.yaml")
+assert_contains "same refusal" 'field not declared in schema' "$out"
+widget "mode: mixed, size: 2"
+assert_eq "declared fields apply" "widget.example.com/w1 serverside-applied" "$(k apply --server-side --force-conflicts -f "$E2E_DIR/w.yaml" 2>&1)"
 echo "crd field validation: ok"
