@@ -287,68 +287,81 @@ static void note_missing(char *missing, size_t size, const char *kind, const cha
              len ? ", " : "", kind, name);
 }
 
+/* Calls visit for each role bound to user at ns (cluster bindings, then ns's RoleBindings), in
+ * the authorizer's order, until it returns true (then true). Missing roles are noted in missing.
+ * The snapshot lock is held. */
+typedef bool (*role_visit)(const json_t *role, void *ud);
+
+static bool walk_roles(ks_rbac *r, const ks_user *user, const char *ns, role_visit visit, void *ud,
+                       char *missing, size_t msize)
+{
+    size_t i;
+    json_t *b;
+    json_array_foreach(r->crbs, i, b)
+    {
+        const json_t *ref = json_object_get(b, "roleRef");
+        const char *rname = str_field(ref, "name");
+        if (!binding_applies(b, user, "") || strcmp(str_field(ref, "kind"), "ClusterRole") != 0)
+            continue;
+        const json_t *role = json_object_get(r->croles, rname);
+        if (!role)
+            note_missing(missing, msize, "clusterrole", rname);
+        else if (visit(role, ud))
+            return true;
+    }
+    if (!*ns)
+        return false;
+    json_array_foreach(json_object_get(r->rbs, ns), i, b)
+    {
+        if (!binding_applies(b, user, ns))
+            continue;
+        const json_t *ref = json_object_get(b, "roleRef");
+        const char *kind = str_field(ref, "kind");
+        const char *rname = str_field(ref, "name");
+        const json_t *role = NULL;
+        if (strcmp(kind, "Role") == 0) {
+            char key[600];
+            snprintf(key, sizeof(key), "%s/%s", ns, rname);
+            role = json_object_get(r->roles, key);
+            if (!role)
+                note_missing(missing, msize, "role", rname);
+        } else if (strcmp(kind, "ClusterRole") == 0) {
+            /* A RoleBinding to a ClusterRole grants its rules in this namespace only. */
+            role = json_object_get(r->croles, rname);
+            if (!role)
+                note_missing(missing, msize, "clusterrole", rname);
+        }
+        if (role && visit(role, ud))
+            return true;
+    }
+    return false;
+}
+
+typedef struct allow_q {
+    const char *verb, *group, *resource, *sub, *name;
+} allow_q;
+
+static bool visit_allows(const json_t *role, void *ud)
+{
+    const allow_q *q = ud;
+    return role_allows(role, q->verb, q->group, q->resource, q->sub, q->name);
+}
+
 bool ks_rbac_authorize(ks_rbac *r, const ks_user *user, const char *verb, const char *group,
                        const char *resource, const char *sub, const char *ns, const char *name,
                        char *reason, size_t reason_size)
 {
-    bool ok = false;
     char missing[400] = "";
     if (!group)
         group = "";
     if (!ns)
         ns = "";
+    allow_q q = {verb, group, resource, sub, name};
     pthread_mutex_lock(&r->mu);
     check_fresh(r);
     if (!r->valid)
         rebuild(r);
-    size_t i;
-    json_t *b;
-    json_array_foreach(r->crbs, i, b)
-    {
-        if (!binding_applies(b, user, ""))
-            continue;
-        const json_t *ref = json_object_get(b, "roleRef");
-        const char *rname = str_field(ref, "name");
-        if (strcmp(str_field(ref, "kind"), "ClusterRole") != 0)
-            continue;
-        const json_t *role = json_object_get(r->croles, rname);
-        if (!role) {
-            note_missing(missing, sizeof(missing), "clusterrole", rname);
-            continue;
-        }
-        if (role_allows(role, verb, group, resource, sub, name)) {
-            ok = true;
-            goto done;
-        }
-    }
-    if (*ns) {
-        json_array_foreach(json_object_get(r->rbs, ns), i, b)
-        {
-            if (!binding_applies(b, user, ns))
-                continue;
-            const json_t *ref = json_object_get(b, "roleRef");
-            const char *kind = str_field(ref, "kind");
-            const char *rname = str_field(ref, "name");
-            const json_t *role = NULL;
-            if (strcmp(kind, "Role") == 0) {
-                char key[600];
-                snprintf(key, sizeof(key), "%s/%s", ns, rname);
-                role = json_object_get(r->roles, key);
-                if (!role)
-                    note_missing(missing, sizeof(missing), "role", rname);
-            } else if (strcmp(kind, "ClusterRole") == 0) {
-                /* A RoleBinding to a ClusterRole grants its rules in this namespace only. */
-                role = json_object_get(r->croles, rname);
-                if (!role)
-                    note_missing(missing, sizeof(missing), "clusterrole", rname);
-            }
-            if (role && role_allows(role, verb, group, resource, sub, name)) {
-                ok = true;
-                goto done;
-            }
-        }
-    }
-done:
+    bool ok = walk_roles(r, user, ns, visit_allows, &q, missing, sizeof(missing));
     pthread_mutex_unlock(&r->mu);
     if (!ok && reason && reason_size) {
         ks_rbac_forbidden_message(reason, reason_size, user, verb, group, resource, sub, ns);
@@ -369,41 +382,23 @@ static void append_rules(json_t *out, const json_t *role)
     json_array_foreach(json_object_get(role, "rules"), i, rule) json_array_append(out, rule);
 }
 
+static bool visit_collect(const json_t *role, void *ud)
+{
+    append_rules(ud, role);
+    return false;
+}
+
 json_t *ks_rbac_rules_for(ks_rbac *r, const ks_user *user, const char *ns)
 {
     json_t *out = json_array();
+    char missing[400] = "";
     if (!out)
         return NULL;
-    if (!ns)
-        ns = "";
     pthread_mutex_lock(&r->mu);
     check_fresh(r);
     if (!r->valid)
         rebuild(r);
-    size_t i;
-    json_t *b;
-    json_array_foreach(r->crbs, i, b)
-    {
-        const json_t *ref = json_object_get(b, "roleRef");
-        if (binding_applies(b, user, "") && !strcmp(str_field(ref, "kind"), "ClusterRole"))
-            append_rules(out, json_object_get(r->croles, str_field(ref, "name")));
-    }
-    if (*ns) {
-        json_array_foreach(json_object_get(r->rbs, ns), i, b)
-        {
-            if (!binding_applies(b, user, ns))
-                continue;
-            const json_t *ref = json_object_get(b, "roleRef");
-            const char *kind = str_field(ref, "kind"), *rname = str_field(ref, "name");
-            if (!strcmp(kind, "ClusterRole")) {
-                append_rules(out, json_object_get(r->croles, rname));
-            } else if (!strcmp(kind, "Role")) {
-                char key[600];
-                snprintf(key, sizeof(key), "%s/%s", ns, rname);
-                append_rules(out, json_object_get(r->roles, key));
-            }
-        }
-    }
+    walk_roles(r, user, ns ? ns : "", visit_collect, out, missing, sizeof(missing));
     pthread_mutex_unlock(&r->mu);
     return out;
 }
