@@ -61,4 +61,27 @@ void ks_rbac_forbidden_message(char *buf, size_t size, const ks_user *user, cons
 bool ks_rbac_rule_allows(const json_t *rule, const char *verb, const char *group,
                          const char *resource, const char *sub, const char *name);
 
+/* The rules bound to user in ns (cluster bindings, plus ns's RoleBindings when ns is not empty),
+ * as the API server's rule resolver gathers them: a new array (NULL when out of memory). */
+json_t *ks_rbac_rules_for(ks_rbac *r, const ks_user *user, const char *ns);
+/* A copy of the rules of the role a roleRef names (kind "Role" looks in ns), or NULL when there is
+ * no such role. */
+json_t *ks_rbac_role_rules(ks_rbac *r, const char *kind, const char *name, const char *ns);
+/* The API server's Covers + CompactRules: NULL when owner_rules cover every permission of rules,
+ * else (malloc'd) the uncovered permissions one a line, sorted, as the escalation message lists
+ * them: `{APIGroups:[""], Resources:["pods"], Verbs:["get" "list"]}`. */
+char *ks_rbac_uncovered(const json_t *owner_rules, const json_t *rules);
+
+/* ---- escalation prevention of the rbac storage ---- */
+
+/* The API server's check on a create (old NULL) or update of a Role/ClusterRole (resource "roles"
+ * / "clusterroles") or a RoleBinding/ClusterRoleBinding, obj being the object to store: members
+ * of system:masters (and the admin) pass; a role passes with the `escalate` verb on it, a binding
+ * with `bind` on the role it references (resourceNames honoured), and otherwise when the user
+ * already holds every permission granted. req_name is the name on the URL (NULL for a create).
+ * Returns 0 when allowed, else the HTTP status (403 Forbidden, 404 NotFound for a binding to a
+ * missing role) with *msg (malloc'd) the whole Status message. RBAC off: always 0. */
+unsigned ks_auth_escalation(ks_sim *sim, const ks_user *user, const char *resource, const char *ns,
+                            const char *req_name, const json_t *obj, const json_t *old, char **msg);
+
 #endif

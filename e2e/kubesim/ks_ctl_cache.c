@@ -125,6 +125,8 @@ static void ent_clear_fields(ksc_ent *e)
     e->node = NULL;
     json_decref(e->req);
     e->req = NULL;
+    json_decref(e->hports);
+    e->hports = NULL;
     json_decref(e->alloc);
     e->alloc = NULL;
 }
@@ -205,8 +207,10 @@ static void ent_fill(ksc_ent *e, json_t *obj)
         const char *sched = ksc_str(obj, "spec.schedulerName");
         e->pending = !*node && !ksc_deleting(obj) && !ksc_pod_terminated(obj) &&
                      (!*sched || !strcmp(sched, "default-scheduler"));
-        if (*node && !ksc_pod_terminated(obj))
+        if (*node && !ksc_pod_terminated(obj)) {
             e->req = ksc_pod_requests(obj);
+            e->hports = ksc_pod_host_ports(obj);
+        }
     }
 }
 
@@ -219,6 +223,7 @@ static void usage_free(void *v)
 {
     ksc_usage *u = v;
     json_decref(u->sum);
+    json_decref(u->ports);
     free(u);
 }
 
@@ -230,10 +235,12 @@ static void usage_apply(ks_controllers *c, ksc_ent *e, int sign)
     ksc_usage *u = kc_map_get(c->node_usage, e->node);
     if (!u && sign > 0) {
         u = calloc(1, sizeof *u);
-        if (!u || !(u->sum = json_object()) ||
+        if (!u || !(u->sum = json_object()) || !(u->ports = json_object()) ||
             kc_map_put(c->node_usage, e->node, u, NULL) != KC_OK) {
-            if (u)
+            if (u) {
                 json_decref(u->sum);
+                json_decref(u->ports);
+            }
             free(u);
             kc_warn("controllers: cache index update failed", "node=%s", e->node);
             return;
@@ -254,6 +261,16 @@ static void usage_apply(ks_controllers *c, ksc_ent *e, int sign)
     long long rm = json_integer_value(json_object_get(e->req, "memory"));
     u->nz_cpu += sign * (rc > 0 ? rc : KSC_DEFAULT_CPU_MILLI);
     u->nz_mem += sign * (rm > 0 ? rm : KSC_DEFAULT_MEM_MILLI);
+    size_t i;
+    json_array_foreach(e->hports, i, v)
+    {
+        const char *hp = json_string_value(v);
+        long long n = json_integer_value(json_object_get(u->ports, hp)) + sign;
+        if (n > 0)
+            json_object_set_new(u->ports, hp, json_integer(n));
+        else
+            json_object_del(u->ports, hp);
+    }
     u->npods += sign;
     if (u->npods <= 0)
         usage_free(kc_map_remove(c->node_usage, e->node));

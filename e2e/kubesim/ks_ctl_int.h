@@ -49,6 +49,7 @@ typedef struct ksc_ent {
     char *ctrl_uid; /* uid of the controller=true owner, or NULL */
     bool pending;   /* pods: in ksc->pending (waiting for the scheduler) */
     json_t *req;    /* pods bound and not terminated: their requests, counted in node_usage */
+    json_t *hports; /* with req: the pod's host ports (ksc_pod_host_ports) */
     /* Nodes, digested once per change for the scheduler's scan: */
     json_t *alloc;        /* allocatable (else capacity) in thousandths */
     long long acpu, amem; /* alloc's cpu and memory (0 when absent) */
@@ -64,6 +65,7 @@ typedef struct ksc_usage {
     long long cpu, mem;       /* sum's cpu and memory */
     long long nz_cpu, nz_mem; /* for scoring: pods without a request count 100m / 200Mi */
     long npods;
+    json_t *ports; /* host port "PROTO/PORT/IP" → pods using it */
 } ksc_usage;
 
 typedef struct ks_controllers ks_controllers;
@@ -173,6 +175,12 @@ void ksc_lock(ks_controllers *c);
 void ksc_unlock(ks_controllers *c);
 size_t ksc_nodes_locked(ks_controllers *c, const ksc_ent ***out);
 const ksc_usage *ksc_usage_locked(ks_controllers *c, const char *node);
+/* The host ports a pod's containers ask for, as "PROTO/PORT/IP" strings (protocol defaulting to
+ * TCP, hostIP to 0.0.0.0; ports without hostPort left out): a new array. */
+json_t *ksc_pod_host_ports(const json_t *pod);
+/* HostPortInfo.CheckConflict of the scheduler's NodePorts filter: whether one of want's ports is
+ * taken in used (an object whose keys are such strings; NULL: none). */
+bool ksc_host_ports_conflict(const json_t *used, const json_t *want);
 /* Waits (bounded) until the cache holds every event up to w->wrote_rv. */
 void ksc_wait_synced(ksc_worker *w);
 

@@ -1,6 +1,7 @@
 /* ks_kubelet_pod: the pod lifecycle on kubesim's nodes (admission of extended resources, Pending →
  * init containers → Running → Ready, termination, graceful deletion) and the status it writes,
  * never overwriting a terminal phase that another writer (nodesim, a test) set. */
+#include "ks_ctl_int.h"
 #include "ks_kubelet_int.h"
 
 #include "kc_log.h"
@@ -248,6 +249,41 @@ static bool ext_admit(kl_pod *p, kl_node *n)
         n->used, k, json_real(kl_qty(json_object_get(n->used, k)) + json_real_value(v)));
     p->ext = req;
     return true;
+}
+
+/* The kubelet's NodePorts admission (generalFilter): a pod asking for a host port that an admitted,
+ * not yet finished pod on the node holds is rejected (Failed, reason NodePorts), as the real
+ * kubelet rejects a pod bound by spec.nodeName without the scheduler. */
+static bool ports_admit(kl_pod *p)
+{
+    json_t *want = ksc_pod_host_ports(p->obj);
+    if (json_array_size(want) == 0) {
+        json_decref(want);
+        return true;
+    }
+    json_t *used = json_object();
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (used && kc_map_next(p->kl->pods, &pos, &k, &v)) {
+        kl_pod *o = v;
+        if (o == p || o->removed || o->stage == ST_DONE || !o->node || strcmp(o->node, p->node))
+            continue;
+        json_t *hp = ksc_pod_host_ports(o->obj);
+        size_t i;
+        json_t *x;
+        json_array_foreach(hp, i, x) json_object_set_new(used, json_string_value(x), json_true());
+        json_decref(hp);
+    }
+    bool ok = !ksc_host_ports_conflict(used, want);
+    json_decref(used);
+    json_decref(want);
+    if (!ok) {
+        p->reason = strdup("NodePorts");
+        p->message = strdup("Pod was rejected: Predicate NodePorts failed: node(s) didn't have "
+                            "free ports for the requested pod ports");
+    }
+    return ok;
 }
 
 static void quiesce_all(kl_pod *p, int sig)
@@ -607,7 +643,8 @@ void kl_pod_event(struct ks_kubelet *kl, ks_event_type type, json_t *obj)
         begin_delete(p);
         return;
     }
-    if (!ext_admit(p, n)) {
+    if (!ext_admit(p, n) || !ports_admit(p)) {
+        ext_release(p);
         kl_event(kl, p, NULL, "Warning", p->reason, "%s", p->message);
         kl_pod_write(p);
         p->stage = ST_DONE;

@@ -1,6 +1,7 @@
 /* ks_rest_handlers: the API server's verbs on resources: get, list, create, update, delete,
  * deletecollection, and the pod subresources log, eviction and binding (patches and /scale are in
  * ks_rest_patch.c, watches in ks_watch_http.c). */
+#include "ks_auth.h"
 #include "ks_server_int.h"
 
 #include "kc_yaml.h"
@@ -315,6 +316,30 @@ static kc_code check_body(ks_req *r, json_t *obj, const char *url_name, kc_err *
     return KC_OK;
 }
 
+bool ks_escalation_refused(ks_req *r, const json_t *obj, const json_t *old, enum MHD_Result *ret)
+{
+    const ks_route *rt = &r->route;
+    const char *res = rt->t->resource;
+    if (rt->sub || strcmp(rt->t->group, "rbac.authorization.k8s.io") != 0 ||
+        (strcmp(res, "roles") && strcmp(res, "clusterroles") && strcmp(res, "rolebindings") &&
+         strcmp(res, "clusterrolebindings")))
+        return false;
+    char *msg = NULL;
+    const char *url_name = strcmp(r->verb, "create") == 0 ? NULL : rt->name;
+    unsigned code = ks_auth_escalation(r->sim, &r->user, res, rt->ns, url_name, obj, old, &msg);
+    if (!code)
+        return false;
+    const json_t *named =
+        code == 404 ? json_object_get(obj, "roleRef") : json_object_get(obj, "metadata");
+    const char *name = json_string_value(json_object_get(named, "name"));
+    json_t *d = json_pack("{s:s, s:s, s:s}", "name", name ? name : "", "group",
+                          "rbac.authorization.k8s.io", "kind", res);
+    *ret = ks_reply_status(r, code, code == 404 ? "NotFound" : "Forbidden", msg ? msg : "forbidden",
+                           d);
+    free(msg);
+    return true;
+}
+
 static enum MHD_Result handle_create(ks_req *r)
 {
     const ks_route *rt = &r->route;
@@ -337,6 +362,11 @@ static enum MHD_Result handle_create(ks_req *r)
                           "metadata.name: Required value: name or generateName is required");
     }
     snprintf(r->obj_name, sizeof(r->obj_name), "%s", name ? name : "");
+    enum MHD_Result ret;
+    if (ks_escalation_refused(r, obj, NULL, &ret)) {
+        json_decref(obj);
+        return ret;
+    }
     if (ks_dry_run(r)) {
         json_t *cur = NULL;
         if (name && name[0] && ks_get(r->sim->store, rt->t, rt->ns, name, &cur, NULL) == KC_OK) {
@@ -371,6 +401,18 @@ static enum MHD_Result handle_update(ks_req *r, ks_write_kind kind)
         ks_fv_check(r, fv, rt->t, obj, false, &err) != KC_OK) {
         json_decref(obj);
         return ks_reply_error(r, &err);
+    }
+    if (!rt->sub && !strcmp(rt->t->group, "rbac.authorization.k8s.io")) {
+        json_t *cur = NULL;
+        enum MHD_Result ret;
+        bool found = ks_get(r->sim->store, rt->t, rt->ns, rt->name, &cur, NULL) == KC_OK;
+        /* An update that creates (PUT of an absent object) is checked as a create. */
+        bool refused = ks_escalation_refused(r, obj, found ? cur : NULL, &ret);
+        json_decref(cur);
+        if (refused) {
+            json_decref(obj);
+            return ret;
+        }
     }
     if (ks_dry_run(r)) {
         json_t *cur = NULL;

@@ -220,6 +220,11 @@ static enum MHD_Result apply_create(ks_req *r, const json_t *cfg)
     json_object_set_new(meta, "name", json_string(rt->name));
     if (rt->t->namespaced)
         json_object_set_new(meta, "namespace", json_string(rt->ns));
+    enum MHD_Result ret;
+    if (ks_escalation_refused(r, obj, NULL, &ret)) {
+        json_decref(obj);
+        return ret;
+    }
     if (ks_dry_run(r))
         return ks_reply_object(r, 201, obj);
     if (ks_create(r->sim->store, rt->t, rt->ns, obj, &out, &err) != KC_OK)
@@ -307,6 +312,20 @@ enum MHD_Result ks_handle_patch(ks_req *r)
     patch_ctx c = {.r = r, .kind = kind, .patch = patch, .fv = fv};
     ks_write_kind wk = rt->sub && !strcmp(rt->sub, "status") ? KS_WRITE_STATUS : KS_WRITE_MAIN;
     kc_code rc;
+    if (wk == KS_WRITE_MAIN && !strcmp(rt->t->group, "rbac.authorization.k8s.io")) {
+        /* Escalation is judged on the patched object, as the API server's update does. */
+        json_t *cur = NULL, *cand = NULL;
+        bool refused = false;
+        if (ks_get(r->sim->store, rt->t, rt->ns, rt->name, &cur, NULL) == KC_OK &&
+            (cand = json_deep_copy(cur)) && patch_fn(&c, cand, NULL) == KC_OK)
+            refused = ks_escalation_refused(r, cand, cur, &ret);
+        json_decref(cur);
+        json_decref(cand);
+        if (refused) {
+            json_decref(patch);
+            return ret;
+        }
+    }
     if (ks_dry_run(r)) {
         json_t *cur = NULL;
         rc = ks_get(r->sim->store, rt->t, rt->ns, rt->name, &cur, &err);

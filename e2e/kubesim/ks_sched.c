@@ -270,6 +270,67 @@ json_t *ksc_node_allocatable(const json_t *node)
     return out;
 }
 
+/* ---- host ports (the NodePorts filter) ---- */
+
+json_t *ksc_pod_host_ports(const json_t *pod)
+{
+    json_t *out = json_array();
+    size_t i, j;
+    json_t *ctr, *port;
+    json_array_foreach(ksc_at(pod, "spec.containers"), i, ctr)
+    {
+        json_array_foreach(json_object_get(ctr, "ports"), j, port)
+        {
+            long long hp = json_integer_value(json_object_get(port, "hostPort"));
+            if (hp <= 0)
+                continue;
+            const char *proto = ksc_str(port, "protocol"), *ip = ksc_str(port, "hostIP");
+            char key[160];
+            snprintf(key, sizeof(key), "%s/%lld/%s", *proto ? proto : "TCP", hp,
+                     *ip ? ip : "0.0.0.0");
+            json_array_append_new(out, json_string(key));
+        }
+    }
+    return out;
+}
+
+static bool split_port(const char *key, char *proto, size_t psz, long long *port, const char **ip)
+{
+    const char *s1 = strchr(key, '/'), *s2 = s1 ? strchr(s1 + 1, '/') : NULL;
+    if (!s1 || !s2)
+        return false;
+    snprintf(proto, psz, "%.*s", (int)(s1 - key), key);
+    *port = strtoll(s1 + 1, NULL, 10);
+    *ip = s2 + 1;
+    return true;
+}
+
+bool ksc_host_ports_conflict(const json_t *used, const json_t *want)
+{
+    size_t i;
+    json_t *w;
+    json_array_foreach(want, i, w)
+    {
+        char wp[32], up[32];
+        long long wport, uport;
+        const char *wip, *uip, *k;
+        if (!split_port(json_string_value(w), wp, sizeof(wp), &wport, &wip))
+            continue;
+        json_t *v;
+        json_object_foreach((json_t *)used, k, v)
+        {
+            if (!split_port(k, up, sizeof(up), &uport, &uip))
+                continue;
+            if (uport != wport || strcmp(up, wp) != 0)
+                continue;
+            /* 0.0.0.0 takes the port on every address. */
+            if (!strcmp(wip, "0.0.0.0") || !strcmp(uip, "0.0.0.0") || !strcmp(uip, wip))
+                return true;
+        }
+    }
+    return false;
+}
+
 /* ---- filtering and scoring ---- */
 
 typedef struct fit {
@@ -291,6 +352,7 @@ static void add_reason(fit *f, const char *fmt, const char *a, const char *b)
 /* The pod's side of the scan, looked up once. */
 typedef struct podside {
     const json_t *spec, *tols;
+    json_t *hports; /* ksc_pod_host_ports */
     long long cpu, mem;
     const json_t *req;
     bool constrained; /* has a nodeSelector or required node affinity */
@@ -305,7 +367,8 @@ static bool tolerates_key(const podside *p, const char *key)
 }
 
 /* The real scheduler's filters in its order (NodeUnschedulable, TaintToleration, NodeAffinity,
- * NodeResourcesFit): the first that fails gives the node's reason(s). Cache lock held. */
+ * NodePorts, NodeResourcesFit): the first that fails gives the node's reason(s). Cache lock held.
+ */
 static void check_node(ks_controllers *c, const podside *p, const ksc_ent *ne, fit *f)
 {
     f->n = 0;
@@ -330,6 +393,10 @@ static void check_node(ks_controllers *c, const podside *p, const ksc_ent *ne, f
         return;
     }
     const ksc_usage *u = ksc_usage_locked(c, ne->name);
+    if (json_array_size(p->hports) && u && ksc_host_ports_conflict(u->ports, p->hports)) {
+        add_reason(f, "node(s) didn't have free ports for the requested pod ports%s%s", "", "");
+        return;
+    }
     long long ucpu = u ? u->cpu : 0, umem = u ? u->mem : 0, npods = u ? u->npods : 0;
     if (ne->apods >= 0 && (npods + 1) * 1000 > ne->apods)
         add_reason(f, "Too many pods%s%s", "", "");
@@ -511,6 +578,7 @@ static void pick_node(ks_controllers *c, const json_t *pod, const json_t *req, p
     const ksc_ent **nodes = NULL;
     podside ps = {.spec = json_object_get(pod, "spec"), .req = req};
     ps.tols = json_object_get(ps.spec, "tolerations");
+    ps.hports = ksc_pod_host_ports(pod);
     ps.cpu = json_integer_value(json_object_get(req, "cpu"));
     ps.mem = json_integer_value(json_object_get(req, "memory"));
     ps.constrained =
@@ -544,6 +612,7 @@ static void pick_node(ks_controllers *c, const json_t *pod, const json_t *req, p
     p->nnodes = n;
     ksc_unlock(c);
     free(nodes);
+    json_decref(ps.hports);
 }
 
 kc_code ksc_sched_sync(ksc_worker *w, const char *key, kc_err *err)

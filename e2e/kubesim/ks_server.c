@@ -346,6 +346,8 @@ static enum MHD_Result dispatch(ks_req *r)
                              &err) != KC_OK)
         return ks_reply_status(r, 401, "Unauthorized", "Unauthorized", NULL);
     r->authed = true;
+    if (ks_impersonate(r, &ret))
+        return ret;
     log_body(r);
     if (r->nseg >= 1 && strcmp(r->seg[0], "kubesim") == 0) {
         count_request(r, r->method, url);

@@ -92,6 +92,21 @@ void ks_server_pause(struct ks_server *srv);
 /* Listens again on the same ports; the listeners already up are kept. */
 kc_code ks_server_resume(struct ks_server *srv, kc_err *err);
 
+/* ---- ks_impersonate.c: the Impersonate-* headers ---- */
+
+/* Applies the request's Impersonate-User/-Group/-Uid/-Extra-* headers as the API server does:
+ * each authorized as the `impersonate` verb for r->user, then r->user becomes the impersonated
+ * user (never the admin). Returns true when it replied (*ret: 403 Forbidden with the API server's
+ * message, or its 500 for groups/uid/extras without a user); false to go on. */
+bool ks_impersonate(ks_req *r, enum MHD_Result *ret);
+
+/* ---- ks_rest_handlers.c: RBAC escalation prevention on writes ---- */
+
+/* For a write of a Role, ClusterRole, RoleBinding or ClusterRoleBinding (the route's type; other
+ * types pass at once): obj is the object to store, old the stored one (NULL for a create). True
+ * when refused, with the reply (403 or 404, the API server's message) in *ret. */
+bool ks_escalation_refused(ks_req *r, const json_t *obj, const json_t *old, enum MHD_Result *ret);
+
 /* ---- ks_server_reply.c: request helpers and replies ---- */
 
 const char *ks_req_arg(ks_req *r, const char *key);    /* query parameter or NULL */

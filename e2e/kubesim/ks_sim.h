@@ -29,11 +29,13 @@ typedef struct ks_opts {
 } ks_opts;
 
 /* An authenticated caller. */
+#define KS_USER_GROUPS 16
 typedef struct ks_user {
-    char name[256];     /* "admin" or "system:serviceaccount:NS:NAME" */
-    char groups[4][96]; /* "system:masters", "system:serviceaccounts:<ns>", ... ("" terminated);
-                         * 96 fits the longest: 23 + a 63-character namespace */
-    bool admin;         /* bypasses RBAC */
+    char name[256]; /* "admin", "system:serviceaccount:NS:NAME" or an impersonated user */
+    char groups[KS_USER_GROUPS][256]; /* "system:masters", "system:serviceaccounts:<ns>", ...
+                                       * ("" terminated; impersonation may set any) */
+    char uid[128];                    /* Impersonate-Uid, or "" */
+    bool admin;                       /* bypasses RBAC */
 } ks_user;
 
 typedef struct ks_sim ks_sim;

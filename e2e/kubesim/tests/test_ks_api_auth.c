@@ -269,3 +269,87 @@ Test(api_auth, self_subject_access_review_errors)
     cr_assert_eq(r.status, 400, "%s", r.body);
     ka_resp_free(&r);
 }
+
+static ka_resp get_as(const char *path, const char *token, const char *const *headers)
+{
+    return ka_http_bin("GET", ka.sim.server_url, path, token, headers, NULL, 0, 0);
+}
+
+Test(api_auth, impersonation_needs_the_impersonate_verb)
+{
+    ka_start_opts(true, false);
+    create_sa("default", "robot");
+    char *tok = ks_auth_sa_token(&ka.sim, "default", "robot");
+    const char *as_foo[] = {"Impersonate-User: foo", NULL};
+    ka_resp r = get_as("/api/v1/namespaces/default/pods", tok, as_foo);
+    cr_assert_eq(r.status, 403, "%s", r.body);
+    json_t *o = ka_json(&r);
+    cr_assert_str_eq(
+        jstr(o, "message", NULL),
+        "users \"foo\" is forbidden: User \"system:serviceaccount:default:robot\" "
+        "cannot impersonate resource \"users\" in API group \"\" at the cluster scope");
+    cr_assert_str_eq(jstr(o, "details", "kind"), "users");
+    cr_assert_str_eq(jstr(o, "details", "name"), "foo");
+    json_decref(o);
+    ka_resp_free(&r);
+    /* A ServiceAccount user is impersonated as serviceaccounts in its namespace. */
+    const char *as_sa[] = {"Impersonate-User: system:serviceaccount:kube-system:x", NULL};
+    r = get_as("/api/v1/namespaces/default/pods", tok, as_sa);
+    cr_assert_eq(r.status, 403, "%s", r.body);
+    cr_assert(strstr(r.body, "serviceaccounts \\\"x\\\" is forbidden: User "
+                             "\\\"system:serviceaccount:default:robot\\\" cannot impersonate "
+                             "resource \\\"serviceaccounts\\\" in API group \\\"\\\" in the "
+                             "namespace \\\"kube-system\\\""),
+              "%s", r.body);
+    ka_resp_free(&r);
+    /* Groups without a user: the API server's 500. */
+    const char *group_only[] = {"Impersonate-Group: g1", NULL};
+    r = get_as("/api/v1/namespaces/default/pods", tok, group_only);
+    cr_assert_eq(r.status, 500, "%s", r.body);
+    cr_assert_str_eq(r.body, "Internal Server Error: \"/api/v1/namespaces/default/pods\": "
+                             "requested [{Group  g1    }] without impersonating a user\n");
+    ka_resp_free(&r);
+    /* The admin may impersonate: the request then runs as foo, who may not list pods... */
+    r = get_as("/api/v1/namespaces/default/pods", ka.token, as_foo);
+    cr_assert_eq(r.status, 403, "%s", r.body);
+    cr_assert(strstr(r.body, "User \\\"foo\\\" cannot list resource \\\"pods\\\""), "%s", r.body);
+    ka_resp_free(&r);
+    /* ...unless a group it is given grants it (system:masters). */
+    const char *as_master[] = {"Impersonate-User: foo", "Impersonate-Group: system:masters", NULL};
+    r = get_as("/api/v1/namespaces/default/pods", ka.token, as_master);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    ka_resp_free(&r);
+    /* A grant of impersonate on users/foo (resourceNames) lets the robot be foo, not bar. */
+    admin_create("/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                 "{\"metadata\":{\"name\":\"imp\"},\"rules\":[{\"apiGroups\":[\"\"],\"resources\":"
+                 "[\"users\"],\"resourceNames\":[\"foo\"],\"verbs\":[\"impersonate\"]}]}");
+    admin_create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                 "{\"metadata\":{\"name\":\"imp\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization."
+                 "k8s.io\",\"kind\":\"ClusterRole\",\"name\":\"imp\"},\"subjects\":[{\"kind\":"
+                 "\"ServiceAccount\",\"name\":\"robot\",\"namespace\":\"default\"}]}");
+    admin_create("/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                 "{\"metadata\":{\"name\":\"lister\"},\"rules\":[{\"apiGroups\":[\"\"],"
+                 "\"resources\":[\"pods\"],\"verbs\":[\"list\"]}]}");
+    admin_create("/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+                 "{\"metadata\":{\"name\":\"foo-edit\"},\"roleRef\":{\"apiGroup\":\"rbac."
+                 "authorization.k8s.io\",\"kind\":\"ClusterRole\",\"name\":\"lister\"},"
+                 "\"subjects\":[{\"kind\":\"User\",\"name\":\"foo\"}]}");
+    r = get_as("/api/v1/namespaces/default/pods", tok, as_foo);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    ka_resp_free(&r);
+    const char *as_bar[] = {"Impersonate-User: bar", NULL};
+    r = get_as("/api/v1/namespaces/default/pods", tok, as_bar);
+    cr_assert_eq(r.status, 403, "%s", r.body);
+    ka_resp_free(&r);
+    /* SelfSubjectAccessReview answers for the impersonated user. */
+    char ct[] = "Content-Type: application/json";
+    const char *ssar_h[] = {ct, "Impersonate-User: foo", NULL};
+    const char *body = "{\"spec\":{\"resourceAttributes\":{\"namespace\":\"default\",\"verb\":"
+                       "\"list\",\"resource\":\"pods\"}}}";
+    r = ka_http_bin("POST", ka.sim.server_url, SSAR_PATH, tok, ssar_h, body, strlen(body), 0);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    cr_assert(strstr(r.body, "\"allowed\":true"), "%s", r.body);
+    ka_resp_free(&r);
+    cr_assert_not(can_i(tok, "list", "pods", "default"), "the robot itself may not");
+    free(tok);
+}

@@ -434,3 +434,153 @@ Test(rbac, decisions_are_logged_in_memory_and_on_disk)
     cr_assert_eq(json_integer_value(json_object_get(json_array_get(d, 0), "count")), 1);
     json_decref(d);
 }
+
+/* ---- escalation prevention ---- */
+
+static json_t *jl(const char *text)
+{
+    json_error_t je;
+    json_t *o = json_loads(text, 0, &je);
+    cr_assert_not_null(o, "bad test JSON: %s", je.text);
+    return o;
+}
+
+static const char *const writer_rules =
+    "{\"metadata\":{\"name\":\"rbac-writer\"},\"rules\":[{\"apiGroups\":[\"rbac.authorization.k8s."
+    "io\"],\"resources\":[\"roles\",\"rolebindings\",\"clusterroles\",\"clusterrolebindings\"],"
+    "\"verbs\":[\"create\",\"update\"]}]}";
+
+static void bind_cluster(const char *name, const char *role, const char *sa_ns, const char *sa)
+{
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "{\"metadata\":{\"name\":\"%s\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s."
+             "io\",\"kind\":\"ClusterRole\",\"name\":\"%s\"},\"subjects\":[{\"kind\":"
+             "\"ServiceAccount\",\"name\":\"%s\",\"namespace\":\"%s\"}]}",
+             name, role, sa, sa_ns);
+    rbac_create("clusterrolebindings", NULL, text);
+}
+
+static const char *const sa_groups =
+    "(groups=[\"system:serviceaccounts\" \"system:serviceaccounts:ra\" "
+    "\"system:authenticated\"])";
+
+Test(rbac, escalation_role_needs_held_permissions_or_escalate)
+{
+    ks_user u = sa_user("ra", "mgr");
+    rbac_create("clusterroles", NULL, writer_rules);
+    bind_cluster("mgr-writer", "rbac-writer", "ra", "mgr");
+    json_t *role = jl("{\"metadata\":{\"name\":\"c1\"},\"rules\":[{\"apiGroups\":[\"\"],"
+                      "\"resources\":[\"pods\",\"configmaps\"],\"verbs\":[\"get\",\"list\"]},"
+                      "{\"apiGroups\":[\"\"],\"resources\":[\"nodes\"],\"resourceNames\":[\"a\"],"
+                      "\"verbs\":[\"get\"]},{\"nonResourceURLs\":[\"/metrics\"],\"verbs\":"
+                      "[\"get\"]}]}");
+    char *msg = NULL;
+    cr_assert_eq(ks_auth_escalation(&sim, &u, "clusterroles", NULL, NULL, role, NULL, &msg), 403);
+    char want[2048];
+    snprintf(want, sizeof(want),
+             "clusterroles.rbac.authorization.k8s.io \"c1\" is forbidden: user "
+             "\"system:serviceaccount:ra:mgr\" %s is attempting to grant RBAC permissions not "
+             "currently held:\n"
+             "{APIGroups:[\"\"], Resources:[\"configmaps\"], Verbs:[\"get\" \"list\"]}\n"
+             "{APIGroups:[\"\"], Resources:[\"nodes\"], ResourceNames:[\"a\"], Verbs:[\"get\"]}\n"
+             "{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"get\" \"list\"]}\n"
+             "{NonResourceURLs:[\"/metrics\"], Verbs:[\"get\"]}",
+             sa_groups);
+    cr_assert_str_eq(msg, want);
+    free(msg);
+    /* Held permissions pass: grant pods only, then only configmaps etc. are missing. */
+    rbac_create("clusterroles", NULL,
+                "{\"metadata\":{\"name\":\"pods-all\"},\"rules\":[{\"apiGroups\":[\"*\"],"
+                "\"resources\":[\"pods\",\"nodes\"],\"verbs\":[\"*\"]},{\"nonResourceURLs\":"
+                "[\"/met*\"],\"verbs\":[\"get\"]}]}");
+    bind_cluster("mgr-pods", "pods-all", "ra", "mgr");
+    cr_assert_eq(ks_auth_escalation(&sim, &u, "clusterroles", NULL, NULL, role, NULL, &msg), 403);
+    cr_assert(strstr(msg, "not currently held:\n{APIGroups:[\"\"], Resources:[\"configmaps\"], "
+                          "Verbs:[\"get\" \"list\"]}") &&
+                  !strstr(msg, "pods") && !strstr(msg, "metrics"),
+              "%s", msg);
+    free(msg);
+    /* The escalate verb lets anything through. */
+    rbac_create("clusterroles", NULL,
+                "{\"metadata\":{\"name\":\"esc\"},\"rules\":[{\"apiGroups\":[\"rbac.authorization."
+                "k8s.io\"],\"resources\":[\"clusterroles\"],\"verbs\":[\"escalate\"]}]}");
+    bind_cluster("mgr-esc", "esc", "ra", "mgr");
+    cr_assert_eq(ks_auth_escalation(&sim, &u, "clusterroles", NULL, NULL, role, NULL, &msg), 0);
+    cr_assert_null(msg);
+    /* Masters bypass. */
+    ks_user m = {0};
+    snprintf(m.name, sizeof(m.name), "someone");
+    snprintf(m.groups[0], sizeof(m.groups[0]), "system:masters");
+    cr_assert_eq(ks_auth_escalation(&sim, &m, "roles", "ra", NULL, role, NULL, &msg), 0);
+    /* An update touching only GC fields passes. */
+    json_t *old = json_deep_copy(role);
+    json_object_set_new(json_object_get(role, "metadata"), "finalizers", json_pack("[s]", "x"));
+    ks_user other = sa_user("ra", "nobody");
+    cr_assert_eq(ks_auth_escalation(&sim, &other, "clusterroles", NULL, "c1", role, old, &msg), 0);
+    json_decref(old);
+    json_decref(role);
+}
+
+Test(rbac, escalation_binding_needs_bind_or_the_roles_permissions)
+{
+    ks_user u = sa_user("ra", "mgr");
+    rbac_create("clusterroles", NULL, writer_rules);
+    bind_cluster("mgr-writer", "rbac-writer", "ra", "mgr");
+    rbac_create("clusterroles", NULL,
+                "{\"metadata\":{\"name\":\"pod-reader\"},\"rules\":[{\"apiGroups\":[\"\"],"
+                "\"resources\":[\"pods\"],\"verbs\":[\"get\",\"list\"]}]}");
+    json_t *b =
+        jl("{\"metadata\":{\"name\":\"b1\",\"namespace\":\"ra\"},\"roleRef\":{\"apiGroup\":"
+           "\"rbac.authorization.k8s.io\",\"kind\":\"ClusterRole\",\"name\":\"pod-reader\"},"
+           "\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":\"mgr\",\"namespace\":"
+           "\"ra\"}]}");
+    char *msg = NULL;
+    cr_assert_eq(ks_auth_escalation(&sim, &u, "rolebindings", "ra", NULL, b, NULL, &msg), 403);
+    char want[1024];
+    snprintf(want, sizeof(want),
+             "rolebindings.rbac.authorization.k8s.io \"b1\" is forbidden: user "
+             "\"system:serviceaccount:ra:mgr\" %s is attempting to grant RBAC permissions not "
+             "currently held:\n{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"get\" \"list\"]}",
+             sa_groups);
+    cr_assert_str_eq(msg, want);
+    free(msg);
+    /* A missing role: 404 naming the binding's resource and the role. */
+    json_t *nb =
+        jl("{\"metadata\":{\"name\":\"b2\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization."
+           "k8s.io\",\"kind\":\"ClusterRole\",\"name\":\"nosuch\"},\"subjects\":[]}");
+    cr_assert_eq(ks_auth_escalation(&sim, &u, "clusterrolebindings", NULL, NULL, nb, NULL, &msg),
+                 404);
+    cr_assert_str_eq(msg, "clusterrolebindings.rbac.authorization.k8s.io \"nosuch\" not found");
+    free(msg);
+    json_decref(nb);
+    /* bind on that role by name, in ra only (a RoleBinding grants it there). */
+    rbac_create("clusterroles", NULL,
+                "{\"metadata\":{\"name\":\"bindpr\"},\"rules\":[{\"apiGroups\":[\"rbac."
+                "authorization.k8s.io\"],\"resources\":[\"clusterroles\"],\"resourceNames\":"
+                "[\"pod-reader\"],\"verbs\":[\"bind\"]}]}");
+    rbac_create("rolebindings", "ra",
+                "{\"metadata\":{\"name\":\"mgr-bind\"},\"roleRef\":{\"apiGroup\":\"rbac."
+                "authorization.k8s.io\",\"kind\":\"ClusterRole\",\"name\":\"bindpr\"},"
+                "\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":\"mgr\"}]}");
+    cr_assert_eq(ks_auth_escalation(&sim, &u, "rolebindings", "ra", NULL, b, NULL, &msg), 0);
+    cr_assert_eq(ks_auth_escalation(&sim, &u, "clusterrolebindings", NULL, NULL, b, NULL, &msg),
+                 403);
+    free(msg);
+    json_decref(b);
+}
+
+Test(rbac, uncovered_rules_compaction_unit)
+{
+    json_t *owner = jl("[{\"apiGroups\":[\"\"],\"resources\":[\"*/log\"],\"verbs\":[\"get\"]}]");
+    json_t *rules = jl("[{\"apiGroups\":[\"\"],\"resources\":[\"pods/log\"],\"verbs\":[\"get\"]}]");
+    cr_assert_null(ks_rbac_uncovered(owner, rules));
+    json_decref(rules);
+    rules = jl("[{\"apiGroups\":[\"\"],\"resources\":[\"pods/log\"],\"verbs\":[\"get\",\"list\"]},"
+               "{\"apiGroups\":[\"\"],\"resources\":[\"pods/log\"],\"verbs\":[\"watch\"]}]");
+    char *s = ks_rbac_uncovered(owner, rules);
+    cr_assert_str_eq(s, "{APIGroups:[\"\"], Resources:[\"pods/log\"], Verbs:[\"list\" \"watch\"]}");
+    free(s);
+    json_decref(rules);
+    json_decref(owner);
+}

@@ -252,6 +252,63 @@ Test(sched, spreads_by_least_allocated_and_frees_on_delete)
     kct_stop(&k);
 }
 
+/* A pod asking for hostPort port (protocol, hostIP: NULL for the defaults). */
+static json_t *port_pod(const char *name, int port, const char *proto, const char *ip)
+{
+    json_t *p = pod(name, NULL, NULL);
+    json_t *pt = json_pack("{s:i, s:i}", "containerPort", 80, "hostPort", port);
+    if (proto)
+        json_object_set_new(pt, "protocol", json_string(proto));
+    if (ip)
+        json_object_set_new(pt, "hostIP", json_string(ip));
+    json_object_set_new(json_array_get(ksc_at(p, "spec.containers"), 0), "ports",
+                        json_pack("[o]", pt));
+    return p;
+}
+
+Test(sched, host_ports_are_counted_per_node)
+{
+    kct k;
+    kct_start(&k, false, false);
+    kct_node(&k, "h1", NULL, NULL, NULL);
+    kct_node(&k, "h2", NULL, NULL, NULL);
+    json_decref(kct_create(&k, k.pods, "default", port_pod("a", 8080, NULL, NULL)));
+    json_decref(kct_create(&k, k.pods, "default", port_pod("b", 8080, "TCP", "10.0.0.1")));
+    cr_assert(KCT_WAIT(bound(&k, "a") && bound(&k, "b"), 5000));
+    char *na = node_of(&k, "a"), *nb = node_of(&k, "b");
+    cr_assert_str_neq(na, nb, "0.0.0.0 takes the port on every address");
+    free(na);
+    free(nb);
+    /* Another protocol, or another port, fits; the same TCP port does not. */
+    json_decref(kct_create(&k, k.pods, "default", port_pod("u", 8080, "UDP", NULL)));
+    json_decref(kct_create(&k, k.pods, "default", port_pod("o", 8081, NULL, NULL)));
+    cr_assert(KCT_WAIT(bound(&k, "u") && bound(&k, "o"), 5000));
+    json_decref(kct_create(&k, k.pods, "default", port_pod("c", 8080, NULL, NULL)));
+    cr_assert(KCT_WAIT(has_message(&k, "c",
+                                   "0/2 nodes are available: 2 node(s) didn't have free ports for "
+                                   "the requested pod ports."),
+                       5000));
+    ks_delete_opts o = {.grace_period_seconds = 0};
+    cr_assert_eq(ks_delete(k.st, k.pods, "default", "b", &o, NULL, NULL), KC_OK);
+    cr_assert(KCT_WAIT(bound(&k, "c"), 5000), "placed once the port was freed");
+    kct_stop(&k);
+}
+
+Test(sched, host_port_conflict_unit)
+{
+    json_t *used = json_pack("{s:i, s:i}", "TCP/80/0.0.0.0", 1, "UDP/53/10.0.0.1", 1);
+    json_t *w = json_pack("[s]", "TCP/80/10.0.0.9");
+    cr_assert(ksc_host_ports_conflict(used, w));
+    json_decref(w);
+    w = json_pack("[s]", "UDP/53/10.0.0.2");
+    cr_assert_not(ksc_host_ports_conflict(used, w));
+    json_decref(w);
+    w = json_pack("[s]", "UDP/53/0.0.0.0");
+    cr_assert(ksc_host_ports_conflict(used, w));
+    json_decref(w);
+    json_decref(used);
+}
+
 static kc_code shrink(void *ud, json_t *n, kc_err *err)
 {
     json_object_set_new(ksc_at(n, "status.allocatable"), "nvidia.com/gpu", json_string("0"));

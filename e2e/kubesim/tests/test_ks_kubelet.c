@@ -390,6 +390,30 @@ Test(kubelet, extended_resources_beyond_the_node_fail_the_pod)
     json_decref(p);
 }
 
+Test(kubelet, a_pod_bound_by_node_name_with_a_taken_host_port_is_rejected)
+{
+    start(0, 0);
+    add_node(NODE_N1);
+    const char *fmt = "{\"metadata\":{\"name\":\"%s\"},\"spec\":{\"nodeName\":\"n1\","
+                      "\"containers\":[{\"name\":\"c\",\"image\":\"cuda\",\"ports\":"
+                      "[{\"containerPort\":80,\"hostPort\":%d}]}]}}";
+    char buf[512];
+    snprintf(buf, sizeof(buf), fmt, "a", 9000);
+    create("pods", buf);
+    json_decref(wait_pod("a", phase_is, "Running", "Running"));
+    snprintf(buf, sizeof(buf), fmt, "b", 9000);
+    create("pods", buf);
+    json_t *p = wait_pod("b", phase_is, "Failed", "Failed");
+    cr_assert_str_eq(jstr(p, "status.reason"), "NodePorts");
+    cr_assert_str_eq(jstr(p, "status.message"),
+                     "Pod was rejected: Predicate NodePorts failed: node(s) didn't have free ports "
+                     "for the requested pod ports");
+    json_decref(p);
+    snprintf(buf, sizeof(buf), fmt, "c", 9001);
+    create("pods", buf);
+    json_decref(wait_pod("c", phase_is, "Running", "Running"));
+}
+
 static kc_code set_gpus(void *ud, json_t *obj, kc_err *err)
 {
     (void)err;
