@@ -36,12 +36,15 @@ void ks_kubelet_set_events(ks_sim *sim, bool on);
  *   - image: "ghcr.io/x/gpu-operator*"   # fnmatch(3) glob on the container's image
  *     program: /abs/path/to/bin         # absolute path of the local program to run
  *     args_prefix: ["--flag"]           # inserted right after the program (optional)
- *     env: {KEY: value}                 # extra environment (optional) */
+ *     env: {KEY: value}                 # extra environment (optional)
+ *     user: "1000:1000"                 # the image's USER, numeric uid[:gid] (optional; an
+ *                                       # image without one runs as root, uid 0 gid 0) */
 typedef struct ks_image_map_entry {
     char *pattern;
     char *program;
     char **args_prefix; /* NULL-terminated */
     char **env;         /* NULL-terminated "KEY=value" */
+    long long user_uid, user_gid;
 } ks_image_map_entry;
 
 typedef struct ks_image_map {
@@ -71,7 +74,45 @@ void ks_proc_strv_free(char **v);
 /* Expands $(NAME) from env ("KEY=value" list) as Kubernetes does: $$ → $, unknown kept. */
 char *ks_proc_expand(const char *s, char *const *env);
 
-/* Writes <dir>/pods/<ns>_<pod>/serviceaccount/{token,ca.crt,namespace}; *root malloc'd. */
+/* ---- credentials of a mapped container's process (ks_runas.c) ---- */
+#define KS_RUNAS_MAX_GROUPS 64
+/* containerd's default capability set: CHOWN DAC_OVERRIDE FSETID FOWNER MKNOD NET_RAW SETGID
+ * SETUID SETFCAP SETPCAP NET_BIND_SERVICE SYS_CHROOT KILL AUDIT_WRITE. */
+#define KS_RUNAS_DEFAULT_CAPS 0xa80425fbULL
+typedef struct ks_runas {
+    uint32_t uid, gid;
+    uint32_t groups[KS_RUNAS_MAX_GROUPS]; /* sorted: gid, supplementalGroups, fsGroup */
+    size_t n_groups;
+    uint64_t caps;      /* bounding set; also permitted/effective for root after exec */
+    bool nnp;           /* allowPrivilegeEscalation: false */
+    bool privileged;    /* securityContext.privileged: all capabilities */
+    long long fs_group; /* pod's fsGroup, -1 when unset */
+} ks_runas;
+/* The credentials of container ctr of pod as the kubelet and containerd compute them (container
+ * securityContext over the pod's; map's `user` as the image's USER). runAsNonRoot violations →
+ * KC_EINVALID with the kubelet's message (a CreateContainerConfigError). */
+kc_code ks_runas_resolve(const json_t *pod, const json_t *ctr, const ks_image_map_entry *map,
+                         ks_runas *ra, kc_err *err);
+/* Every capability the running kernel knows that kubesim's own bounding set holds. */
+uint64_t ks_runas_all_caps(void);
+/* argv running argv through the helper with ra's credentials (free with ks_proc_strv_free);
+ * *prog is the index of argv[0] in it. sa_dir (or NULL): the service-account volume, which the
+ * helper opens as descriptor 3 before changing credentials, so the process reaches it as
+ * /proc/self/fd/3 (KS_RUNAS_SA_PATH) as it would at a mount point. */
+#define KS_RUNAS_SA_PATH "/proc/self/fd/3"
+char **ks_runas_wrap(const ks_runas *ra, const char *helper, const char *sa_dir, char *const *argv,
+                     size_t *prog);
+/* The helper program: $KUBESIM_RUNAS, else kubesim-runas next to the running program, else the
+ * one the build made. */
+const char *ks_runas_helper(void);
+/* The kubelet's volume ownership management for fsGroup (emptyDir, configMap, secret,
+ * projected; not hostPath): group fs_group on everything under dir, g+r (g+rw unless readonly),
+ * directories also g+x and setgid. No-op when fs_group < 0. */
+kc_code ks_runas_own_volume(const char *dir, long long fs_group, bool readonly, kc_err *err);
+
+/* Writes <dir>/pods/<ns>_<pod>/serviceaccount/{token,ca.crt,namespace}; *root malloc'd. The
+ * directories on the way are searchable by anyone (a container sees its volumes at their mount
+ * points whatever its uid), the volume gets the pod's fsGroup as a projected volume does. */
 kc_code ks_proc_write_sa(ks_sim *sim, const json_t *pod, char **root, kc_err *err);
 
 /* Probe of a mapped container (httpGet / tcpSocket on 127.0.0.1 unless host is given; exec is

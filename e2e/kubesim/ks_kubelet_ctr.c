@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DRAIN_MS 300
 
@@ -275,6 +276,7 @@ static bool spawn(kl_ctr *c)
     struct ks_kubelet *kl = p->kl;
     kc_err e = {0};
     char **env = NULL, **argv = NULL;
+    size_t prog = 0; /* argv[prog]: the container's program */
     bool ok = false;
     if (!p->sa_root && ks_proc_write_sa(kl->sim, p->obj, &p->sa_root, &e) != KC_OK) {
         start_failed(c, "CreateContainerConfigError", e.msg, false);
@@ -295,7 +297,39 @@ static bool spawn(kl_ctr *c)
         start_failed(c, "CreateContainerConfigError", e.msg, false);
         goto out;
     }
+    ks_runas ra;
+    if (ks_runas_resolve(p->obj, ctr_spec(c), c->map, &ra, &e) != KC_OK) {
+        start_failed(c, "CreateContainerConfigError", e.msg, false);
+        goto out;
+    }
     argv = ks_proc_build_argv(ctr_spec(c), c->map, env);
+    const char *helper = ks_runas_helper();
+    if (argv && geteuid() == 0 && access(helper, X_OK) != 0) {
+        char msg[1024];
+        snprintf(msg, sizeof(msg), "kubesim cannot apply the securityContext: helper %s: %s",
+                 helper, strerror(errno));
+        start_failed(c, "StartError", msg, true);
+        goto out;
+    } else if (argv && geteuid() == 0) {
+        /* The helper drops to the container's credentials and execs the program. */
+        char **wrapped = ks_runas_wrap(&ra, helper, p->sa_root, argv, &prog);
+        ks_proc_strv_free(argv);
+        argv = wrapped;
+        for (char **v = env; v && *v && argv; v++)
+            if (!strncmp(*v, "KC_INCLUSTER_ROOT=", 18)) {
+                char *x = strdup("KC_INCLUSTER_ROOT=" KS_RUNAS_SA_PATH);
+                if (x) {
+                    free(*v);
+                    *v = x;
+                }
+            }
+    } else if (argv && (ra.uid != geteuid() || ra.gid != getegid())) {
+        /* Without root kubesim cannot change credentials: the process runs as kubesim does. */
+        static atomic_bool warned;
+        if (!atomic_exchange(&warned, true))
+            kc_warn("kubelet: kubesim is not root, local processes ignore their securityContext",
+                    "pod=%s container=%s uid=%u", p->key, c->name, ra.uid);
+    }
     kl_run *r = argv ? calloc(1, sizeof(*r)) : NULL;
     if (!r) {
         start_failed(c, "StartError", "out of memory", true);
@@ -344,8 +378,8 @@ static bool spawn(kl_ctr *c)
     uv_read_start((uv_stream_t *)&r->out, on_alloc, on_read);
     uv_read_start((uv_stream_t *)&r->err, on_alloc, on_read);
     c->run = r;
-    kc_info("kubelet: started process", "pod=%s container=%s pid=%d program=%s", p->key, c->name,
-            r->pid, argv[0]);
+    kc_info("kubelet: started process", "pod=%s container=%s pid=%d program=%s uid=%u gid=%u",
+            p->key, c->name, r->pid, argv[prog], ra.uid, ra.gid);
     ok = true;
 out:
     ks_proc_strv_free(env);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- string vectors ---- */
@@ -200,6 +201,33 @@ static kc_code map_entry(const char *path, size_t i, const json_t *e, ks_image_m
             s = json_is_true(v) ? "true" : "false";
         }
         env_set(&env, k, s ? s : "");
+    }
+    const json_t *user = json_object_get(e, "user");
+    char ubuf[64] = "";
+    if (json_is_integer(user))
+        snprintf(ubuf, sizeof(ubuf), "%lld", (long long)json_integer_value(user));
+    else if (json_is_string(user))
+        snprintf(ubuf, sizeof(ubuf), "%s", json_string_value(user));
+    if (user && !json_is_null(user)) {
+        char *end = NULL;
+        errno = 0;
+        long long uid = strtoll(ubuf, &end, 10), gid = 0;
+        bool ok = end != ubuf && uid >= 0 && uid <= 2147483647LL && !errno;
+        if (ok && *end == ':') {
+            const char *g = end + 1;
+            gid = strtoll(g, &end, 10);
+            ok = end != g && gid >= 0 && gid <= 2147483647LL && !errno;
+        }
+        if (!ok || *end) {
+            ks_proc_strv_free(strv_take(&args));
+            ks_proc_strv_free(strv_take(&env));
+            return kc_err_set(err, KC_EINVALID,
+                              "image map %s: images[%zu].user: expected a numeric uid[:gid], got "
+                              "\"%s\"",
+                              path, i, ubuf);
+        }
+        out->user_uid = uid;
+        out->user_gid = gid;
     }
     out->pattern = strdup(image);
     out->program = strdup(prog);
@@ -617,6 +645,20 @@ kc_code ks_proc_write_sa(ks_sim *sim, const json_t *pod, char **root, kc_err *er
     kc_code rc = ks_pki_mkdirs(dir, err);
     if (rc != KC_OK)
         return rc;
+    /* A process reaches the volume through a descriptor kubesim-runas opens for it, as a mount
+     * point would, whatever the modes above it; around it, it sees nothing: the pod's directory
+     * and pods/ are searchable but not listable. */
+    char up[4096];
+    snprintf(up, sizeof(up), "%s", dir);
+    for (int lvl = 0; lvl < 2; lvl++) {
+        char *slash = strrchr(up, '/');
+        if (!slash || slash == up)
+            break;
+        *slash = '\0';
+        if (chmod(up, 0711) != 0)
+            return kc_err_set(err, KC_EIO, "cannot set the mode of %s: %s", up, strerror(errno));
+    }
+    chmod(dir, 0755);
     char *token = ks_auth_sa_token(sim, ns ? ns : "", sa);
     char path[4200];
     snprintf(path, sizeof(path), "%s/token", dir);
@@ -631,6 +673,10 @@ kc_code ks_proc_write_sa(ks_sim *sim, const json_t *pod, char **root, kc_err *er
         snprintf(path, sizeof(path), "%s/namespace", dir);
         rc = ks_pki_write_file(path, ns ? ns : "", ns ? strlen(ns) : 0, 0644, err);
     }
+    const json_t *fsg = json_object_get(
+        json_object_get(json_object_get(pod, "spec"), "securityContext"), "fsGroup");
+    if (rc == KC_OK && json_is_integer(fsg))
+        rc = ks_runas_own_volume(dir, json_integer_value(fsg), true, err);
     if (rc != KC_OK)
         return rc;
     *root = strdup(dir);

@@ -39,7 +39,10 @@ static void setup(void)
                       "  program: /bin/sh\n"
                       "- image: \"local/echo-prefix:*\"\n"
                       "  program: /bin/echo\n"
-                      "  args_prefix: [\"--from-map\"]\n";
+                      "  args_prefix: [\"--from-map\"]\n"
+                      "- image: \"local/nonroot*\"\n"
+                      "  program: /bin/sh\n"
+                      "  user: \"1000:1000\"\n";
     cr_assert_eq(ks_pki_write_file(mapfile, map, strlen(map), 0644, NULL), KC_OK);
     S = calloc(1, sizeof(*S));
     S->opts.dir = tdir;
@@ -1057,4 +1060,239 @@ Test(proc, image_map_load_match_and_errors)
     cr_assert_not_null(strstr(e.msg, path));
     unlink(path);
     rmdir(dir);
+}
+
+/* ---- securityContext: credentials of mapped containers' processes ---- */
+
+/* Changing credentials needs root, as kubesim has. */
+#define NEED_ROOT()                                                                                \
+    do {                                                                                           \
+        if (geteuid() != 0)                                                                        \
+            cr_skip_test("kubesim applies a securityContext only when it runs as root");           \
+    } while (0)
+
+/* What the process's /proc/self/status says about its credentials. */
+#define CREDS_CMD                                                                                  \
+    "grep -E '^(Uid|Gid|Groups|Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs)' /proc/self/status"
+
+/* Runs pod p (restartPolicy Never) with the given pod and container securityContext and the
+ * container's shell command; returns its log once it succeeded. */
+static char *run_sc(const char *image, const char *pod_sc, const char *ctr_sc, const char *cmd)
+{
+    char buf[4096];
+    snprintf(buf, sizeof(buf),
+             "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\",\"restartPolicy\":"
+             "\"Never\",\"securityContext\":%s,\"containers\":[{\"name\":\"c\",\"image\":\"%s\","
+             "\"command\":[\"sh\",\"-c\"],\"args\":[\"%s\"],\"securityContext\":%s}]}}",
+             pod_sc, image, cmd, ctr_sc);
+    create("pods", buf);
+    json_decref(wait_pod("p", phase_is, "Succeeded", "Succeeded"));
+    return logs_of("p");
+}
+
+static void assert_creds(const char *log, const char *ids, unsigned long long prm,
+                         unsigned long long bnd, int nnp)
+{
+    char want[1024];
+    snprintf(want, sizeof(want),
+             "%sCapInh:\t0000000000000000\nCapPrm:\t%016llx\nCapEff:\t%016llx\n"
+             "CapBnd:\t%016llx\nCapAmb:\t0000000000000000\nNoNewPrivs:\t%d\n",
+             ids, prm, prm, bnd, nnp);
+    cr_assert_str_eq(log, want);
+}
+
+Test(kubelet, process_without_security_context_runs_as_root_with_containerds_default_caps)
+{
+    NEED_ROOT();
+    start(0, 0);
+    add_node(NODE_N1);
+    char *log = run_sc("local/sh", "{}", "{}", CREDS_CMD);
+    assert_creds(log, "Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nGroups:\t0 \n", 0xa80425fbULL,
+                 0xa80425fbULL, 0);
+    free(log);
+}
+
+Test(kubelet, run_as_user_group_and_groups_with_container_overrides)
+{
+    NEED_ROOT();
+    start(0, 0);
+    add_node(NODE_N1);
+    /* Container-level runAsUser wins; the groups are runAsGroup, supplementalGroups, fsGroup. A
+     * non-root process keeps the bounding set but no permitted/effective capabilities. */
+    char *log = run_sc("local/sh",
+                       "{\"runAsUser\":1000,\"runAsGroup\":3000,\"supplementalGroups\":[4000],"
+                       "\"fsGroup\":2000}",
+                       "{\"runAsUser\":1001}", CREDS_CMD);
+    assert_creds(log,
+                 "Uid:\t1001\t1001\t1001\t1001\nGid:\t3000\t3000\t3000\t3000\n"
+                 "Groups:\t2000 3000 4000 \n",
+                 0, 0xa80425fbULL, 0);
+    free(log);
+}
+
+Test(kubelet, run_as_user_without_group_has_group_0)
+{
+    NEED_ROOT();
+    start(0, 0);
+    add_node(NODE_N1);
+    char *log = run_sc("local/sh", "{\"runAsUser\":1000}", "{}", CREDS_CMD);
+    assert_creds(log, "Uid:\t1000\t1000\t1000\t1000\nGid:\t0\t0\t0\t0\nGroups:\t0 \n", 0,
+                 0xa80425fbULL, 0);
+    free(log);
+}
+
+Test(kubelet, drop_all_and_no_privilege_escalation)
+{
+    NEED_ROOT();
+    start(0, 0);
+    add_node(NODE_N1);
+    char *log = run_sc("local/sh", "{\"runAsUser\":1000,\"runAsGroup\":1000}",
+                       "{\"allowPrivilegeEscalation\":false,\"capabilities\":{\"drop\":[\"ALL\"]}}",
+                       CREDS_CMD);
+    assert_creds(log,
+                 "Uid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nGroups:\t1000 \n", 0,
+                 0, 1);
+    free(log);
+}
+
+Test(kubelet, root_with_drop_all_add_one_keeps_just_that_one)
+{
+    NEED_ROOT();
+    start(0, 0);
+    add_node(NODE_N1);
+    /* Add and drop of single capabilities apply after ALL; names are case-insensitive. */
+    char *log = run_sc(
+        "local/sh", "{}",
+        "{\"capabilities\":{\"drop\":[\"ALL\",\"kill\"],\"add\":[\"NET_BIND_SERVICE\",\"KILL\"]}}",
+        CREDS_CMD);
+    assert_creds(log, "Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nGroups:\t0 \n", 1ULL << 10, 1ULL << 10,
+                 0);
+    free(log);
+}
+
+Test(kubelet, added_capability_of_non_root_is_only_in_the_bounding_set)
+{
+    NEED_ROOT();
+    start(0, 0);
+    add_node(NODE_N1);
+    char *log =
+        run_sc("local/sh", "{\"runAsUser\":1000,\"runAsGroup\":1000}",
+               "{\"capabilities\":{\"add\":[\"NET_ADMIN\"],\"drop\":[\"CHOWN\"]}}", CREDS_CMD);
+    assert_creds(log,
+                 "Uid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nGroups:\t1000 \n", 0,
+                 (0xa80425fbULL | 1ULL << 12) & ~1ULL, 0);
+    free(log);
+}
+
+Test(kubelet, privileged_keeps_every_capability)
+{
+    NEED_ROOT();
+    start(0, 0);
+    add_node(NODE_N1);
+    char *log = run_sc("local/sh", "{}",
+                       "{\"privileged\":true,\"allowPrivilegeEscalation\":true,\"capabilities\":"
+                       "{\"drop\":[\"ALL\"]}}",
+                       CREDS_CMD);
+    unsigned long long all = ks_runas_all_caps();
+    cr_assert_neq(all & (1ULL << 21), 0, "CAP_SYS_ADMIN"); /* more than the default set */
+    assert_creds(log, "Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nGroups:\t0 \n", all, all, 0);
+    free(log);
+}
+
+static bool waiting_with(const json_t *pod, const void *arg)
+{
+    const char *m = jstr(pod, "status.containerStatuses.0.state.waiting.message");
+    return m && strstr(m, arg);
+}
+
+Test(kubelet, run_as_non_root_refuses_an_image_running_as_root)
+{
+    start(0, 0);
+    add_node(NODE_N1);
+    create("pods", "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\","
+                   "\"securityContext\":{\"runAsNonRoot\":true},\"containers\":[{\"name\":\"c\","
+                   "\"image\":\"local/sh\",\"command\":[\"sh\",\"-c\",\"true\"]}]}}");
+    json_t *p = wait_pod("p", waiting_with, "runAsNonRoot", "a runAsNonRoot error");
+    char want[512];
+    snprintf(want, sizeof(want),
+             "container has runAsNonRoot and image will run as root (pod: \"p_default(%s)\", "
+             "container: c)",
+             jstr(p, "metadata.uid"));
+    cr_assert_str_eq(jstr(p, "status.containerStatuses.0.state.waiting.reason"),
+                     "CreateContainerConfigError");
+    cr_assert_str_eq(jstr(p, "status.containerStatuses.0.state.waiting.message"), want);
+    cr_assert_str_eq(jstr(p, "status.phase"), "Pending");
+    json_decref(p);
+    /* runAsUser 0 at the container level breaks the pod's policy too. */
+    create("pods", "{\"metadata\":{\"name\":\"q\"},\"spec\":{\"nodeName\":\"n1\","
+                   "\"securityContext\":{\"runAsNonRoot\":true,\"runAsUser\":1000},"
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"local/sh\",\"command\":[\"sh\","
+                   "\"-c\",\"true\"],\"securityContext\":{\"runAsUser\":0}}]}}");
+    p = wait_pod("q", waiting_with, "non-root", "a runAsUser error");
+    snprintf(want, sizeof(want),
+             "container's runAsUser breaks non-root policy (pod: \"q_default(%s)\", container: c)",
+             jstr(p, "metadata.uid"));
+    cr_assert_str_eq(jstr(p, "status.containerStatuses.0.state.waiting.message"), want);
+    json_decref(p);
+}
+
+Test(kubelet, run_as_non_root_accepts_an_image_with_a_non_root_user)
+{
+    NEED_ROOT();
+    start(0, 0);
+    add_node(NODE_N1);
+    char *log = run_sc("local/nonroot", "{\"runAsNonRoot\":true}", "{}", CREDS_CMD);
+    assert_creds(log,
+                 "Uid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nGroups:\t1000 \n", 0,
+                 0xa80425fbULL, 0);
+    free(log);
+}
+
+Test(kubelet, non_root_reads_the_token_but_cannot_write_the_volume)
+{
+    NEED_ROOT();
+    start(0, 0);
+    add_node(NODE_N1);
+    char *log =
+        run_sc("local/sh", "{\"runAsUser\":1000,\"runAsGroup\":1000}", "{}",
+               "echo $KC_INCLUSTER_ROOT; test -s $KC_INCLUSTER_ROOT/token && echo read; touch "
+               "$KC_INCLUSTER_ROOT/x 2>/dev/null || echo no-write; ls "
+               "$KC_INCLUSTER_ROOT/../.. >/dev/null 2>&1 || echo no-list");
+    /* The state directory (mkdtemp: 0700) is not searchable by uid 1000: the volume is reached
+     * through the descriptor the helper opened, as through a mount point. */
+    cr_assert_str_eq(log, "/proc/self/fd/3\nread\nno-write\nno-list\n");
+    free(log);
+}
+
+Test(kubelet, fs_group_owns_the_projected_volume)
+{
+    NEED_ROOT();
+    start(0, 0);
+    add_node(NODE_N1);
+    char *log = run_sc("local/sh", "{\"runAsUser\":1000,\"runAsGroup\":1000,\"fsGroup\":2000}",
+                       "{}", "stat -c '%a %g' $KC_INCLUSTER_ROOT/. $KC_INCLUSTER_ROOT/token");
+    cr_assert_str_eq(log, "2755 2000\n644 2000\n");
+    free(log);
+}
+
+Test(proc, image_map_user_must_be_numeric)
+{
+    char path[] = "/tmp/ksmap.XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    const char *bad = "images:\n- image: x\n  program: /bin/true\n  user: nobody\n";
+    cr_assert_eq(write(fd, bad, strlen(bad)), (ssize_t)strlen(bad));
+    close(fd);
+    ks_image_map m;
+    kc_err e = {0};
+    cr_assert_eq(ks_image_map_load(path, &m, &e), KC_EINVALID);
+    cr_assert_not_null(
+        strstr(e.msg, "images[0].user: expected a numeric uid[:gid], got \"nobody\""), "%s", e.msg);
+    const char *good = "images:\n- image: x\n  program: /bin/true\n  user: 1001:7\n";
+    cr_assert_eq(ks_pki_write_file(path, good, strlen(good), 0644, NULL), KC_OK);
+    cr_assert_eq(ks_image_map_load(path, &m, &e), KC_OK, "%s", e.msg);
+    cr_assert_eq(m.entries[0].user_uid, 1001);
+    cr_assert_eq(m.entries[0].user_gid, 7);
+    ks_image_map_free(&m);
+    unlink(path);
 }
