@@ -150,6 +150,8 @@ static void rebuild(ks_rbac *r)
 
 static bool list_has(const json_t *arr, const char *want, bool star)
 {
+    if (!want)
+        return false;
     size_t i;
     json_t *v;
     json_array_foreach(arr, i, v)
