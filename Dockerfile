@@ -6,8 +6,13 @@ FROM debian:bookworm AS build
 WORKDIR /src
 COPY scripts/install-deps.sh scripts/install-deps.sh
 RUN bash scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
+COPY scripts/min-deps.sh scripts/min-deps.sh
+# libcurl (HTTP/HTTPS, HTTP/2) and libmicrohttpd (HTTP) with only what the operator uses, linked
+# statically: Debian's carry GnuTLS, Kerberos, LDAP, SSH and more into every process.
+RUN KC_DEPS_CACHE=/deps bash scripts/min-deps.sh >/deps/prefix
 COPY . .
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKC_TESTS=OFF \
+      -DKC_MIN_DEPS="$(cat /deps/prefix)" \
  && cmake --build /build --target gpu-operator gpu-validator \
  && strip /build/gpu-operator /build/gpu-validator \
  && /build/gpu-operator --help >/dev/null
@@ -19,8 +24,8 @@ LABEL org.opencontainers.image.title="gpu-operator" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libjansson4 libyaml-0-2 libuv1 libcurl4 \
-      libssl3 libmicrohttpd12 ca-certificates \
+ && apt-get install -y --no-install-recommends libjansson4 libyaml-0-2 libuv1 libssl3 \
+      libnghttp2-14 zlib1g ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /build/gpu-operator /usr/bin/gpu-operator
 COPY --from=build /build/gpu-validator /usr/bin/gpu-validator

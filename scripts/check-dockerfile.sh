@@ -6,6 +6,9 @@
 #    (their NEEDED entries, matched to packages with dpkg -S on this Debian machine; apt then pulls
 #    the packages' own dependencies), libc6 being in the base image;
 #  - the entrypoint program runs --help, and the image runs as a non-root user.
+# When the build stage configures with KC_MIN_DEPS (scripts/min-deps.sh), libcurl and
+# libmicrohttpd are linked statically: a build tree without it has them as NEEDED entries, which
+# stand for what those static libraries need in their place (OpenSSL, nghttp2, zlib).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:?usage: check-dockerfile.sh BUILD_DIR}
@@ -34,8 +37,20 @@ done <<<"$copies"
 
 pkgs=" libc6 $(sed -e ':a' -e '/\\$/N; s/\\\n//; ta' <<<"$runtime" | grep -oE 'apt-get install [^&]*' |
     sed -E 's/apt-get install//; s/-y|--no-install-recommends//g') "
+static_min=0
+grep -q 'KC_MIN_DEPS' <<<"$(awk '/^FROM .* AS build/{on=1} /^FROM .* AS runtime/{on=0} on' "$df")" &&
+    static_min=1
+needed() { # needed PROGRAM: its NEEDED libraries as the image's build links them
+    local libs
+    libs=$(objdump -p "$1" | awk '/NEEDED/ {print $2}')
+    if [ "$static_min" = 1 ] && grep -qE '^lib(curl|microhttpd)\.so' <<<"$libs"; then
+        libs=$(grep -vE '^lib(curl|microhttpd)\.so' <<<"$libs"
+            printf '%s\n' libssl.so.3 libcrypto.so.3 libnghttp2.so.14 libz.so.1)
+    fi
+    sort -u <<<"$libs"
+}
 for p in "${programs[@]}"; do
-    for lib in $(objdump -p "$p" | awk '/NEEDED/ {print $2}'); do
+    for lib in $(needed "$p"); do
         path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ && !f {print $NF; f = 1}')
         [ -n "$path" ] || fail "$(basename "$p") needs $lib, which this machine does not have"
         pkg=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | awk -F: 'NR == 1 {print $1}' || true)

