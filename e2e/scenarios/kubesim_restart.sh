@@ -7,13 +7,14 @@
 # (kept running, reconnecting with the same token to the same URL) pick up, and a MIG change made
 # after the restart is carried out. Then `restart --kill` (SIGKILL, as a crash): no write that was
 # acknowledged is lost, the operator process the killed kubesim left is stopped, and disabling a
-# component afterwards is reconciled.
+# component afterwards is reconciled. Last, a restart with a new admin token: nodesim follows the
+# rewritten kubeconfig instead of staying Unauthorized.
 source "$(dirname "$0")/../lib.sh"
 source "$E2E_ROOT/lib_gpu.sh"
 source "$E2E_ROOT/lib_chart.sh"
 cd "$REPO_ROOT"
 
-[ "$E2E_CLUSTER" = kubesim ] || { echo "SKIP: restarts kubesim itself"; exit 0; }
+[ "$E2E_CLUSTER" = kubesim ] || skip_scenario "restarts kubesim itself"
 [ -x "$OPERATOR_BIN" ] || fail "no operator binary at $OPERATOR_BIN (build it first)"
 cluster() { OPERATOR_BIN="$OPERATOR_BIN" "$E2E_ROOT/cluster" "$@"; }
 
@@ -116,4 +117,13 @@ until_eq "no DCGM exporter pods" "0" 60 bash -c \
     "kubectl --kubeconfig $KUBECONFIG_E2E get pods -n gpu-operator -o name | grep -c nvidia-dcgm-exporter || true"
 until_eq "ClusterPolicy ready" "ready" 90 cp_state
 assert_eq "MIG layout kept across both restarts" "nvidia.com/gpu=0 nvidia.com/mig-1g.5gb=56" "$(node_gpu_resources p4d-0)"
+
+step "a restart with a new admin token (admin.token removed): nodesim re-authenticates"
+rm -f "$e2e_tmp/admin.token"
+cluster restart --dir "$e2e_tmp" >/dev/null 2>&1 || fail "cluster restart with a new token"
+until_eq "nodesim follows the kubeconfig's new token" "yes" 30 bash -c \
+    "grep -q 'holds a new token' '$e2e_tmp/nodesim.log' && echo yes"
+until_eq "nodesim renews its node leases again" "yes" 30 bash -c \
+    "t=\$(kubectl --kubeconfig $KUBECONFIG_E2E get lease t4-0 -n kube-node-lease -o jsonpath='{.spec.renewTime}'); sleep 2; \
+     u=\$(kubectl --kubeconfig $KUBECONFIG_E2E get lease t4-0 -n kube-node-lease -o jsonpath='{.spec.renewTime}'); [ \"\$t\" != \"\$u\" ] && echo yes"
 echo "PASS"
