@@ -55,7 +55,8 @@ trap cleanup EXIT
 # Starts the cluster (kubesim) unless the conformance lane provides one.
 cluster_up() {
     if [ "$E2E_CLUSTER" = kubesim ]; then
-        "$E2E_ROOT/cluster" up --dir "$e2e_tmp" --kubeconfig "$KUBECONFIG_E2E" "$@" >/dev/null
+        # --bare: the scenarios say themselves which images run locally and whether RBAC is on.
+        "$E2E_ROOT/cluster" up --bare --dir "$e2e_tmp" --kubeconfig "$KUBECONFIG_E2E" "$@" >/dev/null
     else
         cp "$KUBECONFIG" "$KUBECONFIG_E2E"
         # --- conformance lane: the fleet on the real cluster (nodesim, or plain nodes for kwok);

@@ -122,6 +122,8 @@ void ks_validate_label_selector(ks_verr *v, const json_t *sel, const char *path)
 /* Creates the per-sim allocator state (sim->admit). ks_admit creates it on first use too, but the
  * process should call this before serving so ks_admit_release_service never races with that. */
 kc_code ks_admit_init(ks_sim *sim, kc_err *err);
+/* Marks the clusterIPs and node ports of the stored Services taken (after a restore). */
+kc_code ks_admit_restore_services(ks_sim *sim, kc_err *err);
 /* Frees sim->admit (NULL-safe). */
 void ks_admit_free(ks_sim *sim);
 /* Releases a deleted Service's clusterIP and nodePorts so later Services can get them (call it

@@ -155,6 +155,39 @@ void ks_admit_release_service(ks_sim *sim, const json_t *svc)
     pthread_mutex_unlock(&s->mu);
 }
 
+kc_code ks_admit_restore_services(ks_sim *sim, kc_err *err)
+{
+    kc_code rc = ks_admit_init(sim, err);
+    if (rc != KC_OK)
+        return rc;
+    const ks_rtype *t = ks_store_type(sim->store, "", "v1", "services");
+    json_t *items = NULL;
+    uint64_t rv = 0;
+    if (!t || (rc = ks_list(sim->store, t, NULL, NULL, &items, &rv, NULL, err)) != KC_OK)
+        return t ? rc : KC_OK;
+    struct ks_admit_state *s = sim->admit;
+    pthread_mutex_lock(&s->mu);
+    size_t i;
+    json_t *svc;
+    json_array_foreach(items, i, svc)
+    {
+        const json_t *spec = json_object_get(svc, "spec");
+        long off = ip_offset(ks_str(spec, "clusterIP"));
+        if (off > 0 && off < (long)SVC_SIZE - 1)
+            bit_set(s->ips, (uint32_t)off, true);
+        const json_t *ports = json_object_get(spec, "ports");
+        for (size_t j = 0; j < json_array_size(ports); j++) {
+            json_int_t np =
+                json_integer_value(json_object_get(json_array_get(ports, j), "nodePort"));
+            if (np >= NODEPORT_MIN && np <= NODEPORT_MAX)
+                bit_set(s->ports, (uint32_t)(np - NODEPORT_MIN), true);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    json_decref(items);
+    return KC_OK;
+}
+
 /* ---- Service ------------------------------------------------------------------------------ */
 
 static bool needs_node_ports(const char *type)

@@ -29,6 +29,7 @@ struct ks_auth {
     json_t *decisions; /* array, see ks_auth_decisions */
     kc_map *dec_index; /* decision key → (void *)(index + 1) into decisions */
     FILE *dec_file;    /* <dir>/auth-decisions.jsonl or NULL */
+    char *tokens_path; /* <dir>/sa-tokens.json: the ServiceAccount tokens, kept across starts */
 };
 
 static void sa_tok_free(void *p)
@@ -54,10 +55,91 @@ void ks_auth_free(ks_sim *sim)
     kc_map_free(a->dec_index, NULL);
     if (a->dec_file)
         fclose(a->dec_file);
+    free(a->tokens_path);
     pthread_mutex_destroy(&a->mu);
     pthread_mutex_destroy(&a->dec_mu);
     free(a);
     sim->auth = NULL;
+}
+
+/* Files a token for ns/sa (caller holds mu or is the only thread). False when out of memory. */
+static bool sa_add(struct ks_auth *a, const char *ns, const char *sa, const char *token)
+{
+    char key[600];
+    snprintf(key, sizeof(key), "%s/%s", ns, sa);
+    sa_tok *t = calloc(1, sizeof(*t));
+    if (!t)
+        return false;
+    t->ns = strdup(ns);
+    t->name = strdup(sa);
+    t->token = strdup(token);
+    if (!t->ns || !t->name || !t->token || kc_map_put(a->sa_by_key, key, t, NULL) != KC_OK) {
+        sa_tok_free(t);
+        return false;
+    }
+    if (kc_map_put(a->sa_by_token, t->token, t, NULL) != KC_OK) {
+        sa_tok_free(kc_map_remove(a->sa_by_key, key));
+        return false;
+    }
+    return true;
+}
+
+/* Writes every ServiceAccount token to tokens_path (mu held), so that tokens handed to pods and
+ * to `kubectl create token` stay valid when kubesim restarts on the same directory. */
+static void sa_save(struct ks_auth *a)
+{
+    if (!a->tokens_path)
+        return;
+    json_t *doc = json_object();
+    size_t pos = 0;
+    const char *k;
+    sa_tok *t;
+    while (doc && kc_map_next(a->sa_by_key, &pos, &k, (void **)&t))
+        json_object_set_new(doc, k, json_string(t->token));
+    char *text = doc ? json_dumps(doc, JSON_SORT_KEYS) : NULL;
+    kc_err e = {0};
+    if (!text || ks_pki_write_file(a->tokens_path, text, strlen(text), 0600, &e) != KC_OK)
+        kc_warn("cannot save the ServiceAccount tokens", "err=\"%s\"", text ? e.msg : "oom");
+    free(text);
+    json_decref(doc);
+}
+
+static void sa_load(struct ks_auth *a)
+{
+    json_error_t je;
+    json_t *doc = json_load_file(a->tokens_path, 0, &je);
+    const char *k;
+    json_t *v;
+    json_object_foreach(doc, k, v)
+    {
+        const char *slash = strchr(k, '/');
+        if (!json_is_string(v) || !slash || slash == k || !slash[1])
+            continue;
+        char ns[300];
+        snprintf(ns, sizeof(ns), "%.*s", (int)(slash - k), k);
+        sa_add(a, ns, slash + 1, json_string_value(v));
+    }
+    json_decref(doc);
+}
+
+/* The admin token of an earlier start on dir when there is one (kubeconfigs stay valid). */
+static bool admin_token_load(struct ks_auth *a, const char *path)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (ks_pki_read_file(path, &text, &len, NULL) != KC_OK)
+        return false;
+    while (len && (text[len - 1] == '\n' || text[len - 1] == ' '))
+        len--;
+    bool ok = len == sizeof(a->admin_token) - 1;
+    for (size_t i = 0; ok && i < len; i++)
+        ok = (text[i] >= '0' && text[i] <= '9') || (text[i] >= 'a' && text[i] <= 'f');
+    if (ok) {
+        memcpy(a->admin_token, text, len);
+        a->admin_token[len] = '\0';
+    }
+    free(text);
+    return ok;
 }
 
 kc_code ks_auth_new(ks_sim *sim, kc_err *err)
@@ -90,9 +172,15 @@ kc_code ks_auth_new(ks_sim *sim, kc_err *err)
             goto fail;
         char path[4096];
         snprintf(path, sizeof(path), "%s/admin.token", dir);
-        rc = ks_pki_write_file(path, a->admin_token, strlen(a->admin_token), 0600, err);
-        if (rc != KC_OK)
-            goto fail;
+        if (!admin_token_load(a, path)) {
+            rc = ks_pki_write_file(path, a->admin_token, strlen(a->admin_token), 0600, err);
+            if (rc != KC_OK)
+                goto fail;
+        }
+        snprintf(path, sizeof(path), "%s/sa-tokens.json", dir);
+        a->tokens_path = strdup(path);
+        if (a->tokens_path)
+            sa_load(a);
         snprintf(path, sizeof(path), "%s/auth-decisions.jsonl", dir);
         /* Truncated per start: the decisions describe this run only. */
         a->dec_file = fopen(path, "we");
@@ -172,23 +260,10 @@ char *ks_auth_sa_token(ks_sim *sim, const char *ns, const char *sa)
         goto unlock;
     }
     char hex[49];
-    if (ks_pki_random_hex(hex, sizeof(hex), 24, NULL) != KC_OK)
+    if (ks_pki_random_hex(hex, sizeof(hex), 24, NULL) != KC_OK || !sa_add(a, ns, sa, hex))
         goto unlock;
-    t = calloc(1, sizeof(*t));
-    if (!t)
-        goto unlock;
-    t->ns = strdup(ns);
-    t->name = strdup(sa);
-    t->token = strdup(hex);
-    if (!t->ns || !t->name || !t->token || kc_map_put(a->sa_by_key, key, t, NULL) != KC_OK) {
-        sa_tok_free(t);
-        goto unlock;
-    }
-    if (kc_map_put(a->sa_by_token, t->token, t, NULL) != KC_OK) {
-        sa_tok_free(kc_map_remove(a->sa_by_key, key));
-        goto unlock;
-    }
-    out = strdup(t->token);
+    sa_save(a);
+    out = strdup(hex);
 unlock:
     pthread_mutex_unlock(&a->mu);
     return out;

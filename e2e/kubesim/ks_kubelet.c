@@ -285,6 +285,7 @@ kc_code ks_kubelet_start(ks_sim *sim, kc_err *err)
     atomic_init(&kl->stopping, false);
     kl->sim = sim;
     kl->st = sim->store;
+    kl_reap_orphans(kl);
     atomic_init(&kl->events, true);
     atomic_init(&kl->grace_cap_ms, 1000);
     atomic_init(&kl->backoff_ms, 1000);

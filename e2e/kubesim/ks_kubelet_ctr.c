@@ -7,12 +7,15 @@
 
 #include "kc_log.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define DRAIN_MS 300
@@ -133,9 +136,102 @@ static void on_drain(uv_timer_t *t)
     run_finish(t->data);
 }
 
+/* ---- local processes across restarts ----
+ * Each local process has a file <dir>/procs/<pid> holding its start time (/proc/<pid>/stat field
+ * 22) while it runs. A kubesim killed with SIGKILL cannot stop them; the next start on the same
+ * directory does (its kubelet starts the pods' containers again), so no operator runs twice. */
+
+static unsigned long long proc_start_time(long pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command may hold spaces and parentheses */
+    unsigned long long start = 0;
+    if (p && sscanf(p + 2,
+                    "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+                    "%*d %*d %llu",
+                    &start) != 1)
+        start = 0;
+    return start;
+}
+
+static void proc_file(const struct ks_kubelet *kl, long pid, char *out, size_t size)
+{
+    const char *dir = kl->sim->opts.dir;
+    if (pid > 0)
+        snprintf(out, size, "%s/procs/%ld", dir, pid);
+    else
+        snprintf(out, size, "%s/procs", dir);
+}
+
+static void proc_track(struct ks_kubelet *kl, long pid)
+{
+    if (!kl->sim->opts.dir || !*kl->sim->opts.dir)
+        return;
+    char path[PATH_MAX];
+    proc_file(kl, 0, path, sizeof(path));
+    mkdir(path, 0700);
+    proc_file(kl, pid, path, sizeof(path));
+    FILE *f = fopen(path, "we");
+    if (f) {
+        fprintf(f, "%llu\n", proc_start_time(pid));
+        fclose(f);
+    }
+}
+
+static void proc_untrack(struct ks_kubelet *kl, long pid)
+{
+    if (!kl->sim->opts.dir || !*kl->sim->opts.dir || pid <= 0)
+        return;
+    char path[PATH_MAX];
+    proc_file(kl, pid, path, sizeof(path));
+    unlink(path);
+}
+
+void kl_reap_orphans(struct ks_kubelet *kl)
+{
+    if (!kl->sim->opts.dir || !*kl->sim->opts.dir)
+        return;
+    char path[PATH_MAX];
+    proc_file(kl, 0, path, sizeof(path));
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        char *end;
+        long pid = strtol(de->d_name, &end, 10);
+        if (pid <= 0 || *end)
+            continue;
+        proc_file(kl, pid, path, sizeof(path));
+        unsigned long long want = 0;
+        FILE *f = fopen(path, "re");
+        if (f) {
+            if (fscanf(f, "%llu", &want) != 1)
+                want = 0;
+            fclose(f);
+        }
+        /* The same process (not a recycled pid) and its group: a local process is the leader of
+         * a session of its own. */
+        if (want && proc_start_time(pid) == want) {
+            kill(-(pid_t)pid, SIGKILL);
+            kc_info("kubelet: stopped a local process left by an earlier kubesim", "pid=%ld", pid);
+        }
+        unlink(path);
+    }
+    closedir(d);
+}
+
 static void on_proc_exit(uv_process_t *proc, int64_t status, int term_signal)
 {
     kl_run *r = proc->data;
+    proc_untrack(r->p->kl, (long)r->pid);
     r->exited = true;
     r->status = status;
     r->term_signal = term_signal;
@@ -374,6 +470,7 @@ static bool spawn(kl_ctr *c)
         goto out;
     }
     r->pid = r->proc.pid;
+    proc_track(kl, (long)r->pid);
     r->pipes_open = 2;
     uv_read_start((uv_stream_t *)&r->out, on_alloc, on_read);
     uv_read_start((uv_stream_t *)&r->err, on_alloc, on_read);

@@ -159,6 +159,9 @@ void kl_node_free(void *n);
 /* ks_kubelet_pod.c */
 void kl_pod_event(struct ks_kubelet *kl, ks_event_type type, json_t *obj);
 void kl_pod_sync(struct ks_kubelet *kl, json_t *items);
+/* Stops the local processes an earlier kubesim on the same directory left running (it was killed
+ * with SIGKILL), before this kubelet starts the pods' containers again. */
+void kl_reap_orphans(struct ks_kubelet *kl);
 /* Drops a pod's state: kills its processes (SIGKILL when hard), closes its handles. */
 void kl_pod_remove(kl_pod *p, bool hard);
 /* Recomputes the pod's status from its containers and writes it (unless done/deleting). */

@@ -1,6 +1,7 @@
 /* ks_server: kubesim's HTTP(S) API server: libmicrohttpd listeners, request bodies, routing,
  * authentication and authorization, request logging and per-client counters. */
 #include "ks_server_int.h"
+#include "ks_pki.h"
 
 #include "kc_log.h"
 #include "ks_fault.h"
@@ -674,8 +675,29 @@ kc_code ks_server_start(ks_sim *sim, const char *cert_pem, const char *key_pem, 
     if (https) {
         int fd = -1;
         bool v6 = false;
-        if ((rc = listen_on(host, sim->opts.https_port, &fd, &srv->https_port, &v6, err)) != KC_OK)
+        /* Without a fixed port: the one of the last start on this directory when it is free, so
+         * that clients holding the old URL (nodesim, the operator's pods) reconnect after a
+         * restart. */
+        char pfile[4096] = "";
+        if (sim->opts.https_port == 0 && sim->opts.dir && *sim->opts.dir) {
+            snprintf(pfile, sizeof(pfile), "%s/https.port", sim->opts.dir);
+            FILE *f = fopen(pfile, "re");
+            int last = 0;
+            if (f && fscanf(f, "%d", &last) == 1 && last > 0 && last < 65536 &&
+                listen_on(host, last, &fd, &srv->https_port, &v6, NULL) != KC_OK)
+                fd = -1;
+            if (f)
+                fclose(f);
+        }
+        if (fd < 0 &&
+            (rc = listen_on(host, sim->opts.https_port, &fd, &srv->https_port, &v6, err)) != KC_OK)
             goto fail;
+        if (*pfile) {
+            char num[16];
+            int n = snprintf(num, sizeof(num), "%d\n", srv->https_port);
+            if (ks_pki_write_file(pfile, num, (size_t)n, 0644, NULL) != KC_OK)
+                kc_warn("cannot record the HTTPS port", "path=%s", pfile);
+        }
         box->cert = strdup(cert_pem);
         box->key = strdup(key_pem);
         box->https_l = (ks_listener){.srv = srv, .port = srv->https_port, .tls = true};

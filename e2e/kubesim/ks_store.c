@@ -248,7 +248,7 @@ static void bucket_free(ks_bucket *b)
     free(b);
 }
 
-static ks_bucket *bucket_get(ks_store *st, const char *group, const char *resource, bool namespaced)
+ks_bucket *kss_bucket_get(ks_store *st, const char *group, const char *resource, bool namespaced)
 {
     for (size_t i = 0; i < st->nbuckets; i++)
         if (!strcmp(st->buckets[i]->group, group) && !strcmp(st->buckets[i]->resource, resource))
@@ -323,7 +323,7 @@ ks_store *ks_store_new(size_t history_cap)
         goto fail;
     /* The namespaces bucket exists from the start so that the default namespaces do too; the
      * namespace-existence check on create starts once a namespaces type is registered. */
-    st->ns_bucket = bucket_get(st, "", "namespaces", false);
+    st->ns_bucket = kss_bucket_get(st, "", "namespaces", false);
     if (!st->ns_bucket)
         goto fail;
     static const char *const initial[] = {"default", "kube-node-lease", "kube-public",
@@ -364,6 +364,7 @@ void ks_store_free(ks_store *st)
 {
     if (!st)
         return;
+    kss_persist_close(st);
     pthread_rwlock_wrlock(&st->lock);
     kss_watch_shutdown(st);
     pthread_rwlock_unlock(&st->lock);
@@ -521,7 +522,7 @@ const ks_rtype *ks_store_register(ks_store *st, const ks_rtype *in)
             st->types = nt;
             st->captypes = ncap;
         }
-        ks_bucket *b = bucket_get(st, nf->group, nf->resource, nf->namespaced);
+        ks_bucket *b = kss_bucket_get(st, nf->group, nf->resource, nf->namespaced);
         t = calloc(1, sizeof(*t));
         if (!b || !t)
             goto oom;

@@ -197,6 +197,32 @@ void ks_watch_close(ks_watch *w);
 /* Drops history so that watches resuming from before the current RV get 410 (tests). */
 void ks_store_compact(ks_store *st);
 
+/* ---- persistence (ks_store_persist.c) ---- */
+
+/* Keeps the store in dir: store.snap (every object at one resourceVersion) and store.log (every
+ * commit after it, one JSON line each, appended before the write returns). When dir holds a
+ * state, it replaces what the store holds (call right after ks_store_new): objects keep their
+ * uids, timestamps, generations and resourceVersions, new commits continue after the last one,
+ * and the log's commits are the watch history again (older resourceVersions: 410). A thread
+ * syncs the log to disk once a second and folds it into a new snapshot when it has grown. */
+typedef struct ks_persist_info {
+    bool restored;           /* dir held a state */
+    size_t objects;          /* objects in the store afterwards */
+    size_t snapshot_records; /* read from store.snap */
+    size_t log_records;      /* replayed from store.log */
+    uint64_t rv, snapshot_rv;
+    double load_ms;
+} ks_persist_info;
+kc_code ks_store_persist_open(ks_store *st, const char *dir, ks_persist_info *info, kc_err *err);
+/* Writes a snapshot now and empties the log (tests; the sync thread does it when needed). */
+kc_code ks_store_persist_compact(ks_store *st, kc_err *err);
+typedef struct ks_persist_stats {
+    uint64_t records, bytes, ns; /* log records appended, their bytes, time spent on them */
+    uint64_t compactions, last_compact_ns;
+    uint64_t log_bytes; /* the log's size now */
+} ks_persist_stats;
+void ks_store_persist_stats(ks_store *st, ks_persist_stats *out);
+
 /* Per-client request counting lives in the API layer; the store counts writes for benchmarks. */
 typedef struct ks_store_stats {
     uint64_t creates, updates, deletes, events, watchers;

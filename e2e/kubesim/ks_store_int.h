@@ -121,6 +121,7 @@ struct ks_store {
     ks_rtype **retired; /* fields replaced by re-registration, freed with the store */
     size_t nretired, capretired;
     ks_store_stats stats;
+    struct ks_persist *persist; /* NULL: memory only */
 };
 
 /* ---- ks_store.c helpers ---- */
@@ -155,6 +156,8 @@ void kss_uuid(char out[37]);
 void kss_random_suffix(char out[6]);
 /* The namespace and name of an object (borrowed strings, "" when absent). */
 const char *kss_meta_str(const json_t *obj, const char *field);
+/* The bucket of group/resource, created (with that scope) when absent; NULL when out of memory. */
+ks_bucket *kss_bucket_get(ks_store *st, const char *group, const char *resource, bool namespaced);
 /* Any served type storing in b (for events written without a type), or NULL. */
 ks_type *kss_bucket_type(ks_store *st, ks_bucket *b);
 
@@ -212,10 +215,21 @@ json_t *kss_commit_remove(ks_store *st, ks_type *t, ks_bucket *b, ks_obj *o, jso
  * called with the write lock held, once per RV, in RV order. */
 void kss_publish(ks_store *st, ks_event_type type, ks_type *t, ks_bucket *b, json_t *old,
                  json_t *obj, uint64_t rv);
+/* Empties the history ring (write lock held); the caller sets hfloor. */
+void kss_history_clear(ks_store *st);
 /* Closes the watchers of type t (queued events are still delivered first). Write lock held. */
 void kss_close_type_watchers(ks_store *st, ks_type *t);
 /* Closes and detaches every watcher (store shutdown); frees the history. Write lock held. */
 void kss_watch_shutdown(ks_store *st);
+
+/* ---- ks_store_persist.c ---- */
+
+typedef struct ks_persist ks_persist;
+/* Appends a committed event to the log (write lock held; no-op when not persisted). */
+void kss_persist_append(ks_store *st, ks_event_type type, ks_bucket *b, const json_t *obj,
+                        uint64_t rv);
+/* Syncs and closes the log, stops the sync thread. */
+void kss_persist_close(ks_store *st);
 
 /* ---- test hooks ---- */
 

@@ -140,6 +140,8 @@ static void deliver_cb(ks_watch *w, void *ud)
 void kss_publish(ks_store *st, ks_event_type type, ks_type *t, ks_bucket *b, json_t *old,
                  json_t *obj, uint64_t rv)
 {
+    /* On disk before anyone hears of it, and before the write returns to its client. */
+    kss_persist_append(st, type, b, obj, rv);
     if (st->hlen == st->hcap) {
         ks_hist *h = &st->hist[st->hhead];
         st->hfloor = h->rv;
@@ -165,9 +167,8 @@ void kss_publish(ks_store *st, ks_event_type type, ks_type *t, ks_bucket *b, jso
     __atomic_store_n(&st->delivered_rv, rv, __ATOMIC_SEQ_CST);
 }
 
-void ks_store_compact(ks_store *st)
+void kss_history_clear(ks_store *st)
 {
-    pthread_rwlock_wrlock(&st->lock);
     while (st->hlen > 0) {
         ks_hist *h = &st->hist[st->hhead];
         json_decref(h->old);
@@ -176,6 +177,12 @@ void ks_store_compact(ks_store *st)
         st->hlen--;
     }
     st->hhead = 0;
+}
+
+void ks_store_compact(ks_store *st)
+{
+    pthread_rwlock_wrlock(&st->lock);
+    kss_history_clear(st);
     st->hfloor = st->rv;
     pthread_rwlock_unlock(&st->lock);
 }

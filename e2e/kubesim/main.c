@@ -23,6 +23,7 @@
 #include "ks_auth.h"
 #include "ks_fault.h"
 #include "ks_kubelet.h"
+#include "ks_pki.h"
 #include "ks_sim.h"
 
 static void usage(FILE *f)
@@ -49,6 +50,9 @@ static void usage(FILE *f)
         "(default 1000)\n"
         "  --no-pod-events        kubelet: record no Pulled/Created/Started events (large\n"
         "                         benchmarks)\n"
+        "  --fresh                start from an empty store, discarding the state kept in\n"
+        "                         --dir (store.snap, store.log)\n"
+        "  --no-persist           keep the objects in memory only (nothing in --dir)\n"
         "  --history N            watch events kept for resuming watches (default %d)\n"
         "  -v N                   request logging: 0 quiet, 1 writes, 2 every request, 3 "
         "bodies\n"
@@ -74,6 +78,7 @@ typedef struct cli {
     long grace_cap_ms;
     bool no_events;
     const char *faults; /* --faults FILE or NULL */
+    bool fresh, no_persist;
     char dir[PATH_MAX];
 } cli;
 
@@ -96,6 +101,8 @@ static int parse_args(int argc, char **argv, cli *c)
         O_NOEVENTS,
         O_FAULTS,
         O_PROBE_SCALE,
+        O_FRESH,
+        O_NO_PERSIST,
     };
     static const struct option longs[] = {
         {"dir", required_argument, NULL, O_DIR},
@@ -114,6 +121,8 @@ static int parse_args(int argc, char **argv, cli *c)
         {"no-controllers", no_argument, NULL, O_NOCTL},
         {"no-pod-events", no_argument, NULL, O_NOEVENTS},
         {"faults", required_argument, NULL, O_FAULTS},
+        {"fresh", no_argument, NULL, O_FRESH},
+        {"no-persist", no_argument, NULL, O_NO_PERSIST},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -129,6 +138,7 @@ static int parse_args(int argc, char **argv, cli *c)
     c->grace_cap_ms = 1000;
     c->no_events = false;
     c->faults = NULL;
+    c->fresh = c->no_persist = false;
     const char *tmp = getenv("TMPDIR");
     const char *user = getenv("USER");
     snprintf(c->dir, sizeof(c->dir), "%s/kubesim-%s", tmp && *tmp ? tmp : "/tmp",
@@ -205,6 +215,12 @@ static int parse_args(int argc, char **argv, cli *c)
             break;
         case O_FAULTS:
             c->faults = optarg;
+            break;
+        case O_FRESH:
+            c->fresh = true;
+            break;
+        case O_NO_PERSIST:
+            c->no_persist = true;
             break;
         case 'v':
             if (!parse_int(optarg, 0, 3, &v))
@@ -325,6 +341,9 @@ static kc_code register_fleet(ks_sim *sim, const char *path, size_t *count, kc_e
             }
             rc = ks_kubelet_add_node(sim, node, err);
             json_decref(node);
+            /* Restored from --dir: the node is there already, with what happened to it since. */
+            if (rc == KC_EALREADYEXISTS)
+                rc = KC_OK;
             if (rc != KC_OK) {
                 kc_err_prefix(err, "fleet %s: nodes[%zu]", path, i);
                 goto out;
@@ -335,6 +354,26 @@ static kc_code register_fleet(ks_sim *sim, const char *path, size_t *count, kc_e
 out:
     json_decref(docs);
     return rc;
+}
+
+/* ---- the state directory ---- */
+
+/* Opens (or, with --fresh, starts afresh) the store's state in --dir. */
+static kc_code open_state(const cli *c, ks_store *st, ks_persist_info *info, kc_err *err)
+{
+    kc_code rc = ks_pki_mkdirs(c->dir, err);
+    if (rc != KC_OK)
+        return rc;
+    if (c->fresh) {
+        static const char *const names[] = {"store.snap", "store.log", "sa-tokens.json"};
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+            char path[PATH_MAX + 32];
+            snprintf(path, sizeof(path), "%s/%s", c->dir, names[i]);
+            if (unlink(path) != 0 && errno != ENOENT)
+                return kc_err_set(err, KC_EIO, "cannot remove %s: %s", path, strerror(errno));
+        }
+    }
+    return ks_store_persist_open(st, c->dir, info, err);
 }
 
 /* ---- main ---- */
@@ -366,12 +405,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "kubesim: out of memory creating the store\n");
         return 1;
     }
+    ks_persist_info restored = {0};
+    if (!c.no_persist && (rc = open_state(&c, sim.store, &restored, &err)) != KC_OK)
+        goto fail;
     if ((rc = ks_types_register_builtin(sim.store, &err)) != KC_OK)
         goto fail;
     ks_store_set_admission(sim.store, ks_admit, &sim);
     /* Before serving: Service deletions release addresses from the controllers' thread, which
      * must never race with admission creating the allocators. */
     if ((rc = ks_admit_init(&sim, &err)) != KC_OK)
+        goto fail;
+    if (restored.restored && (rc = ks_admit_restore_services(&sim, &err)) != KC_OK)
         goto fail;
     if ((rc = ks_auth_new(&sim, &err)) != KC_OK)
         goto fail;
@@ -401,6 +445,11 @@ int main(int argc, char **argv)
         snprintf(kcpath, sizeof(kcpath), "%s", sim.opts.kubeconfig);
     else
         snprintf(kcpath, sizeof(kcpath), "%s/kubeconfig", sim.opts.dir);
+    if (restored.restored)
+        printf("kubesim: restored %zu objects at resourceVersion %llu from %s (%zu snapshot + %zu "
+               "log records, %.0f ms)\n",
+               restored.objects, (unsigned long long)restored.rv, sim.opts.dir,
+               restored.snapshot_records, restored.log_records, restored.load_ms);
     printf("kubesim: serving %s; kubeconfig at %s\n", sim.server_url, kcpath);
     if (sim.http_url)
         printf("kubesim: plain HTTP at %s\n", sim.http_url);
@@ -423,6 +472,12 @@ shutdown:
     ks_auth_free(&sim);
     /* Nothing runs or listens any more: say so before freeing the store, which takes seconds
      * with tens of thousands of objects (e2e/cluster down may stop waiting at this line). */
+    ks_persist_stats ps;
+    ks_store_persist_stats(sim.store, &ps);
+    if (ps.records > 0)
+        kc_info("kubesim: store log", "records=%llu bytes=%llu us_per_record=%.1f compactions=%llu",
+                (unsigned long long)ps.records, (unsigned long long)ps.bytes,
+                (double)ps.ns / 1000.0 / (double)ps.records, (unsigned long long)ps.compactions);
     if (status == 0) {
         printf("kubesim: stopped\n");
         fflush(stdout);

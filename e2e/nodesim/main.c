@@ -13,6 +13,7 @@
 #include "ns_fleet.h"
 #include "ns_migparted.h"
 #include "ns_node.h"
+#include "ns_reauth.h"
 
 static void usage(FILE *f)
 {
@@ -262,11 +263,17 @@ int main(int argc, char **argv)
         ns_fleet_free(fleet);
         return 1;
     }
+    /* A kubesim whose state was reset writes its kubeconfig again with a new token: follow it
+     * rather than stay Unauthorized. */
+    ns_reauth *reauth = NULL;
+    if (ns_reauth_start(cfg, 1000, &reauth, &err) != KC_OK)
+        kc_warn("nodesim: the token will not follow the kubeconfig", "err=\"%s\"", err.msg);
     o.config = cfg;
     o.fleet = fleet;
     kc_code rc = ns_engine_run(&o, &err);
     if (rc != KC_OK)
         fprintf(stderr, "nodesim: %s\n", err.msg);
+    ns_reauth_stop(reauth);
     kc_config_free(cfg);
     ns_fleet_free(fleet);
     return rc == KC_OK ? 0 : 1;
