@@ -22,6 +22,10 @@ cleanup() {
         if [ $rc -ne 0 ] && [ -f "$e2e_tmp/kubesim.log" ]; then
             echo "--- last kubesim log lines ---" >&2
             tail -n 40 "$e2e_tmp/kubesim.log" >&2 || true
+            if [ -f "$e2e_tmp/nodesim.log" ]; then
+                echo "--- last nodesim log lines ---" >&2
+                tail -n 40 "$e2e_tmp/nodesim.log" >&2 || true
+            fi
         fi
         "$E2E_ROOT/cluster" down --dir "$e2e_tmp" >/dev/null 2>&1 || true
         # kubesim and nodesim built with sanitizers report when they exit: any report fails.

@@ -423,7 +423,34 @@ static void begin_main(kl_pod *p)
     arm_ready(p);
 }
 
-/* Runs init containers in order; simulated ones complete at once. */
+/* Whether simulated init container c has exited. Elsewhere nothing runs in it and it completes
+ * at once; on nodesim's nodes nodesim plays the container runtime: the container runs until the
+ * pod's nodesim.io/init annotation answers "ok" for it (NVIDIA's gates wait there for the
+ * component they wait on). */
+static bool sim_init_done(const kl_ctr *c)
+{
+    kl_pod *p = c->p;
+    kl_node *n = kl_node_get(p->kl, p->node);
+    if (!n || !n->nodesim)
+        return true;
+    const char *ann = sget(json_object_get(json_object_get(p->obj, "metadata"), "annotations"),
+                           "nodesim.io/init", NULL);
+    json_t *all = ann ? json_loads(ann, 0, NULL) : NULL;
+    const char *v = json_string_value(json_object_get(all, c->name));
+    bool done = v && strcmp(v, "ok") == 0;
+    json_decref(all);
+    return done;
+}
+
+static void sim_init_complete(kl_ctr *c)
+{
+    c->state = CS_TERMINATED;
+    c->exit_code = 0;
+    snprintf(c->reason, sizeof(c->reason), "Completed");
+    ks_now_rfc3339(c->finished_at);
+}
+
+/* Runs init containers in order; a simulated one runs until sim_init_done. */
 static void run_inits(kl_pod *p)
 {
     while (p->cur_init < p->n_init) {
@@ -432,19 +459,27 @@ static void run_inits(kl_pod *p)
             p->cur_init++;
             continue;
         }
-        kl_ctr_start(c);
-        if (c->map) {
+        if (c->map || c->state != CS_RUNNING)
+            kl_ctr_start(c);
+        if (c->map || !sim_init_done(c)) {
             kl_pod_write(p);
             return;
         }
-        /* A simulated init container: started and completed successfully. */
-        c->state = CS_TERMINATED;
-        c->exit_code = 0;
-        snprintf(c->reason, sizeof(c->reason), "Completed");
-        snprintf(c->finished_at, sizeof(c->finished_at), "%s", c->started_at);
+        sim_init_complete(c);
         p->cur_init++;
     }
     begin_main(p);
+}
+
+/* The pod object changed (nodesim's answers among others): a simulated init container waiting
+ * for its answer may be done. */
+static void recheck_init(kl_pod *p)
+{
+    if (p->stage != ST_INIT || p->cur_init >= p->n_init)
+        return;
+    kl_ctr *c = &p->init[p->cur_init];
+    if (!c->map && c->state == CS_RUNNING && sim_init_done(c))
+        run_inits(p);
 }
 
 static void pod_start(kl_pod *p)
@@ -627,6 +662,8 @@ void kl_pod_event(struct ks_kubelet *kl, ks_event_type type, json_t *obj)
             p->stage = ST_DONE;
             quiesce_all(p, SIGTERM);
             ext_release(p);
+        } else {
+            recheck_init(p);
         }
         return;
     }

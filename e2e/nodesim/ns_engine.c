@@ -1,6 +1,7 @@
 /* ns_engine: nodesim's runtime: one watch per kind (nodes, pods, ConfigMaps) feeding a work queue
  * of node names, reconcile workers, and the Lease heartbeat thread. */
 #include "ns_engine_int.h"
+#include "ns_init.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -23,15 +24,20 @@ void ns_simnode_init(ns_simnode *n)
 {
     memset(n, 0, sizeof(*n));
     n->vals = kc_map_new();
+    n->workloads = kc_map_new();
+    n->wrote = kc_map_new();
     ns_fault_parse(NULL, 0, &n->faults, NULL);
     atomic_init(&n->hb_down, false);
     atomic_init(&n->registered, false);
+    atomic_init(&n->clear_files, false);
 }
 
 void ns_simnode_clear(ns_simnode *n)
 {
     free(n->fault_spec);
     kc_map_free(n->vals, free);
+    kc_map_free(n->workloads, free);
+    kc_map_free(n->wrote, NULL);
 }
 
 static const char *str_at(const json_t *o, const char *a, const char *b)
@@ -149,6 +155,20 @@ static void pod_index(ns_engine *e, const json_t *pod, bool add)
     enqueue(e, node);
 }
 
+/* A pod began to stop (deletionTimestamp set, or deleted at once): its preStop hook runs, which
+ * for the validators removes the node's ready files. */
+static void pod_stopping(ns_engine *e, const json_t *pod)
+{
+    ns_simnode *n = kc_map_get(e->by_name, str_at(pod, "spec", "nodeName") ?: "");
+    if (n && ns_pod_clears_ready_files(pod))
+        atomic_store(&n->clear_files, true);
+}
+
+static bool deleting(const json_t *pod)
+{
+    return json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp") != NULL;
+}
+
 static void pod_add(kc_informer *inf, const json_t *obj, void *ud)
 {
     (void)inf;
@@ -161,11 +181,15 @@ static void pod_update(kc_informer *inf, const json_t *o, const json_t *obj, voi
     const char *node = str_at(obj, "spec", "nodeName");
     if (old_node && (!node || strcmp(old_node, node)))
         pod_index(ud, o, false);
+    if (deleting(obj) && !deleting(o))
+        pod_stopping(ud, obj);
     pod_index(ud, obj, true);
 }
 static void pod_delete(kc_informer *inf, const json_t *obj, void *ud)
 {
     (void)inf;
+    if (!deleting(obj))
+        pod_stopping(ud, obj);
     pod_index(ud, obj, false);
 }
 
@@ -191,16 +215,19 @@ static void cm_update(kc_informer *inf, const json_t *o, const json_t *obj, void
     cm_any(ud);
 }
 
-/* Keeps only what nodesim reads of a pod: metadata, spec, and status phase/conditions. */
+/* Keeps only what nodesim reads of a pod: metadata, spec, and status phase, conditions and
+ * container statuses (which init container runs). */
 static json_t *pod_transform(json_t *obj, const kc_resource *res, void *ud)
 {
     (void)ud;
     obj = kc_informer_default_transform(obj, res, NULL);
     json_t *st = json_object_get(obj, "status");
     if (st) {
-        json_t *keep = json_pack("{s:O*, s:O*, s:O*}", "phase", json_object_get(st, "phase"),
-                                 "conditions", json_object_get(st, "conditions"),
-                                 "containerStatuses", json_object_get(st, "containerStatuses"));
+        json_t *keep =
+            json_pack("{s:O*, s:O*, s:O*, s:O*}", "phase", json_object_get(st, "phase"),
+                      "conditions", json_object_get(st, "conditions"), "containerStatuses",
+                      json_object_get(st, "containerStatuses"), "initContainerStatuses",
+                      json_object_get(st, "initContainerStatuses"));
         if (keep)
             json_object_set_new(obj, "status", keep);
     }

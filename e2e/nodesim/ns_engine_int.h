@@ -16,6 +16,7 @@
 #include "kc_workqueue.h"
 #include "ns_engine.h"
 #include "ns_fault.h"
+#include "ns_init.h"
 #include "kc_migparted.h"
 #include "ns_operand.h"
 
@@ -51,7 +52,12 @@ typedef struct ns_simnode {
     uint64_t reboot_until;
     int boot;
     kc_map *vals; /* validation pod uid → first-seen ms (boxed uint64_t) */
-    bool gone;    /* the Node was deleted by someone: not re-registered */
+    /* "validator pod uid/init container" → name of the workload pod it created (malloc'd) */
+    kc_map *workloads;
+    unsigned ready_files;    /* NS_READY_ files in the node's /run/nvidia/validations */
+    kc_map *wrote;           /* "pod uid/init container" of validators that wrote their file */
+    atomic_bool clear_files; /* a pod whose preStop removes the ready files began to stop */
+    bool gone;               /* the Node was deleted by someone: not re-registered */
     bool created;
     atomic_bool hb_down;    /* no Lease renewals (NotReady fault, rebooting) */
     atomic_bool registered; /* the Node exists */
@@ -88,6 +94,20 @@ json_t *ns_engine_node_pods(ns_engine *e, const char *node);
 
 /* Renews (or creates) the node's Lease in kube-node-lease. */
 void ns_engine_renew_lease(ns_engine *e, ns_simnode *n);
+
+/* ns_gates.c: writes annotation key = ans (compact JSON; consumed) on pod where it differs;
+ * false when the write failed and should be retried. */
+bool ns_write_pod_answers(ns_engine *e, const char *node, const json_t *pod, const char *key,
+                          json_t *ans);
+/* Not Succeeded/Failed and not being deleted. */
+bool ns_pod_live(const json_t *pod);
+/* The GPU resource NVIDIA's validator asks for in its plugin workload pod (nvidia.com/gpu, else
+ * the first MIG resource) among the node's allocatable alloc; NULL when it advertises none. */
+const char *ns_gpu_resource(const json_t *alloc);
+/* Answers the init containers of pods (the pods on node n) and keeps n's ready files; returns
+ * the delay (ms) after which it wants to run again, or -1. */
+long ns_init_step(ns_engine *e, ns_simnode *n, const json_t *pods, uint64_t now,
+                  const ns_gate_view *v, const json_t *alloc);
 
 /* Reconciles one node (worker thread). Returns the delay after which it wants to run again
  * (ms), or -1 for none. */

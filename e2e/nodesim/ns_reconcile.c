@@ -228,34 +228,11 @@ static void probe_answers(step *s, const ns_probe_view *v)
     const json_t *p;
     json_array_foreach(s->pods, i, p)
     {
-        const char *phase = str_at(p, "status", "phase");
-        if ((phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))) ||
-            json_object_get(json_object_get(p, "metadata"), "deletionTimestamp"))
+        if (!ns_pod_live(p))
             continue;
         json_t *ans = ns_probe_answers(p, ns_operand_of_pod(p, s->e->o.validator_glob), v);
-        if (!ans)
-            continue;
-        char *text = json_dumps(ans, JSON_COMPACT | JSON_SORT_KEYS);
-        json_decref(ans);
-        const char *cur = json_string_value(json_object_get(
-            json_object_get(json_object_get(p, "metadata"), "annotations"), NS_PROBES_ANNOTATION));
-        if (!text || (cur && strcmp(cur, text) == 0)) {
-            free(text);
-            continue;
-        }
-        json_t *patch =
-            json_pack("{s:{s:{s:s}}}", "metadata", "annotations", NS_PROBES_ANNOTATION, text);
-        kc_err err;
-        kc_code rc =
-            kc_patch(s->e->api, &KC_RES_PODS, str_at(p, "metadata", "namespace"),
-                     str_at(p, "metadata", "name"), KC_PATCH_MERGE, patch, NULL, NULL, &err);
-        json_decref(patch);
-        if (rc != KC_OK && rc != KC_ENOTFOUND) {
-            kc_warn("cannot write probe answers", "node=%s pod=%s err=\"%s\"", s->n->name,
-                    str_at(p, "metadata", "name"), err.msg);
+        if (ans && !ns_write_pod_answers(s->e, s->n->name, p, NS_PROBES_ANNOTATION, ans))
             want_again(s, s->now + 500);
-        }
-        free(text);
     }
 }
 
@@ -488,6 +465,7 @@ static void mig_manager(step *s)
             set_label(s, MIG_STATE_LABEL, "rebooting");
             n->mm = MM_REBOOTING;
             n->boot++;
+            n->ready_files = 0; /* /run is a tmpfs: the ready files go with the boot */
             n->reboot_until = s->now + (uint64_t)s->e->t.reboot_ms * (uint64_t)s->slow;
             kc_info("rebooting the node to change MIG mode", "node=%s", n->name);
             want_again(s, n->reboot_until);
@@ -864,6 +842,22 @@ long ns_reconcile_node(ns_engine *e, ns_simnode *n)
     /* Validation pods see the node as it will be after this step's writes. */
     json_t *alloc = ns_node_base_capacity(g);
     json_object_update(alloc, resources);
+    if (rebooting) {
+        /* /run is emptied; the validators' init containers run again after the boot. */
+        n->ready_files = 0;
+        kc_map_free(n->wrote, NULL);
+        n->wrote = kc_map_new();
+    }
+    ns_gate_view gv = {.has_gpus = has_gpus,
+                       .driver_up = driver_up,
+                       .driver_fail = has_gpus && n->faults.driver_fail,
+                       .toolkit_up = toolkit_up,
+                       .plugin_gpus = ns_gpu_resource(resources) != NULL,
+                       .xid = n->faults.xid_gpus != 0,
+                       .written = n->ready_files};
+    long init_again = ns_init_step(e, n, s.pods, s.now, &gv, alloc);
+    if (init_again >= 0)
+        want_again(&s, s.now + (uint64_t)init_again);
     ns_node_view view = {.node = n->name,
                          .model = g->model,
                          .n_gpus = n_gpus,

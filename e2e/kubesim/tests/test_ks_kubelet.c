@@ -915,6 +915,58 @@ Test(kubelet, simulated_probes_pass_on_a_plain_node_after_the_initial_delay)
     free(w);
 }
 
+static kc_code set_init_answer(void *ud, json_t *obj, kc_err *err)
+{
+    (void)err;
+    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", "nodesim.io/init", ud);
+    json_object_update_recursive(obj, patch);
+    json_decref(patch);
+    return KC_OK;
+}
+
+static bool init_running(const json_t *pod, const void *arg)
+{
+    (void)arg;
+    return jpath(pod, "status.initContainerStatuses.0.state.running") != NULL;
+}
+
+/* On nodesim's nodes nodesim plays the runtime for simulated init containers: NVIDIA's wait for
+ * toolkit-ready keeps running (Init:0/1) until nodesim answers that it exited; then the pod
+ * runs. */
+Test(kubelet, simulated_init_container_on_a_nodesim_node_runs_until_nodesim_answers)
+{
+    start(0, 0);
+    add_node(NODE_NODESIM);
+    create("pods",
+           "{\"metadata\":{\"name\":\"dp\"},\"spec\":{\"nodeName\":\"g1\",\"initContainers\":[{"
+           "\"name\":\"toolkit-validation\",\"image\":\"nvcr.io/nvidia/gpu-operator:v25.3.0\","
+           "\"command\":[\"sh\",\"-c\"],\"args\":[\"until [ -f /run/nvidia/validations/"
+           "toolkit-ready ]; do echo waiting; sleep 5; done\"]}],\"containers\":[{\"name\":\"c\","
+           "\"image\":\"nvcr.io/nvidia/k8s-device-plugin:v0.17.0\"}]}}");
+    json_decref(wait_pod("dp", init_running, NULL, "its init container Running"));
+    kc_err e = {0};
+    cr_assert_eq(ks_mutate(S->store, T_PODS, "default", "dp", KS_WRITE_MAIN, set_init_answer,
+                           "{\"toolkit-validation\":\"waiting for toolkit-ready\"}", NULL, &e),
+                 KC_OK, "%s", e.msg);
+    usleep(500 * 1000);
+    json_t *p = get_pod("dp");
+    cr_assert_str_eq(jstr(p, "status.phase"), "Pending");
+    cr_assert_not_null(jpath(p, "status.initContainerStatuses.0.state.running"));
+    cr_assert(json_is_false(jpath(p, "status.initContainerStatuses.0.ready")));
+    cr_assert_str_eq(jstr(p, "status.containerStatuses.0.state.waiting.reason"), "PodInitializing");
+    json_decref(p);
+    cr_assert_eq(ks_mutate(S->store, T_PODS, "default", "dp", KS_WRITE_MAIN, set_init_answer,
+                           "{\"toolkit-validation\":\"ok\"}", NULL, &e),
+                 KC_OK, "%s", e.msg);
+    p = wait_pod("dp", phase_is, "Running", "Running once nodesim answers ok");
+    cr_assert_str_eq(jstr(p, "status.initContainerStatuses.0.state.terminated.reason"),
+                     "Completed");
+    cr_assert_eq(
+        json_integer_value(jpath(p, "status.initContainerStatuses.0.state.terminated.exitCode")),
+        0);
+    json_decref(p);
+}
+
 Test(kubelet, startup_probe_gates_a_local_process)
 {
     ts_server *srv = ts_start(health_handler, NULL, NULL);
