@@ -2,7 +2,8 @@
 # A client-go program speaking protobuf as controller-runtime does (ContentType
 # application/vnd.kubernetes.protobuf, Accept protobuf then JSON) creates, gets, lists, watches
 # (an update and the delete) and deletes a DaemonSet, a RuntimeClass, a ClusterRole and an Event;
-# then asks for a CRD and its custom resources, and lists with q-valued Accept headers. The same
+# compares its protobuf answers (object and list) byte for byte with what apimachinery's
+# serializer writes for the same answers in JSON, then asks for a CRD and its custom resources, and lists with q-valued Accept headers. The same
 # transcript is expected from kubesim and from the real kube-apiserver of the conformance lane:
 # built-in kinds and Status errors in protobuf, custom resources in JSON (406, with a protobuf
 # Status, when the client accepts only protobuf).
@@ -46,21 +47,25 @@ want=$(cat <<'TXT'
 DaemonSet create: labels=app=pbclient image=registry.example/pb:1 memory=64Mi mount=/run/x hostPath=/run/x strategy=RollingUpdate maxUnavailable=1 revisionHistoryLimit=10 gen=1
 DaemonSet get: labels=app=pbclient image=registry.example/pb:1 memory=64Mi mount=/run/x hostPath=/run/x strategy=RollingUpdate maxUnavailable=1 revisionHistoryLimit=10 gen=1 name=pbclient-ds uid-set=true
 DaemonSet list: 1
+DaemonSet bytes: object same bytes as the Go serializer, list same bytes as the Go serializer
 DaemonSet watch: update seen=true, then DELETED=true, other events=[]
 DaemonSet get after delete: NotFound (NotFound)
 RuntimeClass create: labels=app=pbclient handler=nvidia overhead.cpu=250m nodeSelector=nvidia.com/gpu.present=true
 RuntimeClass get: labels=app=pbclient handler=nvidia overhead.cpu=250m nodeSelector=nvidia.com/gpu.present=true name=pbclient-rc uid-set=true
 RuntimeClass list: 1
+RuntimeClass bytes: object same bytes as the Go serializer, list same bytes as the Go serializer
 RuntimeClass watch: update seen=true, then DELETED=true, other events=[]
 RuntimeClass get after delete: NotFound (NotFound)
 ClusterRole create: labels=app=pbclient rules=[{[get list watch] [apps] [daemonsets] [] []} {[get] [] [] [] [/metrics]}]
 ClusterRole get: labels=app=pbclient rules=[{[get list watch] [apps] [daemonsets] [] []} {[get] [] [] [] [/metrics]}] name=pbclient-cr uid-set=true
 ClusterRole list: 1
+ClusterRole bytes: object same bytes as the Go serializer, list same bytes as the Go serializer
 ClusterRole watch: update seen=true, then DELETED=true, other events=[]
 ClusterRole get after delete: NotFound (NotFound)
 Event create: labels=app=pbclient involved=DaemonSet/pbclient-ds reason=Created count=1 first=2025-03-01T12:30:00Z type=Normal source=pbclient
 Event get: labels=app=pbclient involved=DaemonSet/pbclient-ds reason=Created count=1 first=2025-03-01T12:30:00Z type=Normal source=pbclient name=pbclient-ev uid-set=true
 Event list: 1
+Event bytes: object same bytes as the Go serializer, list same bytes as the Go serializer
 Event watch: update seen=true, then DELETED=true, other events=[]
 Event get after delete: NotFound (NotFound)
 raw GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/CRD [application/vnd.kubernetes.protobuf, application/json]: 200 application/vnd.kubernetes.protobuf

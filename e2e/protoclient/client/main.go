@@ -9,6 +9,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -29,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -61,6 +63,7 @@ func die(what string, err error) {
 
 type kind struct {
 	name    string
+	path    string // the object's URL path, for the byte comparison
 	create  func() (runtime.Object, error)
 	get     func() (runtime.Object, error)
 	list    func() (int, error)
@@ -97,7 +100,7 @@ func main() {
 	evs := cs.CoreV1().Events(ns)
 	kinds := []kind{
 		{
-			name: "DaemonSet",
+			name: "DaemonSet", path: "/apis/apps/v1/namespaces/" + ns + "/daemonsets/pbclient-ds",
 			create: func() (runtime.Object, error) {
 				return ds.Create(ctx, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "pbclient-ds", Labels: labels},
 					Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -135,7 +138,7 @@ func main() {
 			},
 		},
 		{
-			name: "RuntimeClass",
+			name: "RuntimeClass", path: "/apis/node.k8s.io/v1/runtimeclasses/pbclient-rc",
 			create: func() (runtime.Object, error) {
 				return rcs.Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "pbclient-rc", Labels: labels}, Handler: "nvidia",
 					Overhead:   &nodev1.Overhead{PodFixed: corev1.ResourceList{"cpu": resource.MustParse("250m")}},
@@ -164,7 +167,7 @@ func main() {
 			},
 		},
 		{
-			name: "ClusterRole",
+			name: "ClusterRole", path: "/apis/rbac.authorization.k8s.io/v1/clusterroles/pbclient-cr",
 			create: func() (runtime.Object, error) {
 				return crs.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "pbclient-cr", Labels: labels},
 					Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"get", "list", "watch"}},
@@ -192,7 +195,7 @@ func main() {
 			},
 		},
 		{
-			name: "Event",
+			name: "Event", path: "/api/v1/namespaces/" + ns + "/events/pbclient-ev",
 			create: func() (runtime.Object, error) {
 				t := metav1.NewTime(time.Date(2025, 3, 1, 12, 30, 0, 0, time.UTC))
 				return evs.Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "pbclient-ev", Labels: labels},
@@ -242,6 +245,8 @@ func main() {
 			die(k.name+" list", err)
 		}
 		fmt.Printf("%s list: %d\n", k.name, n)
+		fmt.Printf("%s bytes: object %s, list %s\n", k.name, sameBytes(cfg, k.path),
+			sameBytes(cfg, k.path[:strings.LastIndex(k.path, "/")]+"?fieldSelector=metadata.name%3D"+m.GetName()))
 		w, err := k.watch(m.GetResourceVersion())
 		if err != nil {
 			die(k.name+" watch", err)
@@ -306,6 +311,57 @@ func lenOr(l runtime.Object, err error) (int, error) {
 		return 0, err
 	}
 	return meta.LenList(l), nil
+}
+
+// sameBytes compares the server's protobuf answer for path with what apimachinery's protobuf
+// serializer writes for the server's JSON answer of the same resourceVersion: kubesim's encoder
+// must write the bytes a real API server writes for the object it holds.
+func sameBytes(cfg *rest.Config, path string) string {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		die("http client", err)
+	}
+	get := func(accept string) []byte {
+		req, _ := http.NewRequest("GET", strings.TrimRight(cfg.Host, "/")+path, nil)
+		req.Header.Set("Accept", accept)
+		resp, err := hc.Do(req)
+		if err != nil {
+			die("GET "+path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			die("GET "+path, fmt.Errorf("%d %s", resp.StatusCode, b))
+		}
+		return b
+	}
+	ser := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	for try := 0; try < 20; try++ {
+		pb := get("application/vnd.kubernetes.protobuf")
+		js := get("application/json")
+		// A controller may write in between: compare answers of one version only.
+		if !bytes.Equal(pb, get("application/vnd.kubernetes.protobuf")) {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		obj, err := runtime.Decode(scheme.Codecs.UniversalDeserializer(), js)
+		if err != nil {
+			die("decode "+path, err)
+		}
+		var want bytes.Buffer
+		if err := ser.Encode(obj, &want); err != nil {
+			die("encode "+path, err)
+		}
+		if bytes.Equal(pb, want.Bytes()) {
+			return "same bytes as the Go serializer"
+		}
+		i := 0
+		for i < len(pb) && i < want.Len() && pb[i] == want.Bytes()[i] {
+			i++
+		}
+		return fmt.Sprintf("DIFFERENT from the Go serializer (%d vs %d bytes, first difference at %d)", len(pb), want.Len(), i)
+	}
+	return "never stable"
 }
 
 // rawChecks asks for the CRD named crd and its custom resources with several Accept headers and
