@@ -238,7 +238,8 @@ static enum MHD_Result reply_proto(ks_req *r, unsigned status, json_t *body, boo
         return MHD_NO;
     bool ok = !(r->route.t && r->route.t->crd_name) && ks_proto_can_encode(body);
     ks_media m = ks_media_negotiate(accept, ok);
-    if (m == KS_MEDIA_JSON)
+    /* Discovery, /version and the like stay JSON (kubesim has no protobuf form for them). */
+    if (m == KS_MEDIA_JSON || (m == KS_MEDIA_NONE && !r->route.t))
         return MHD_NO;
     *done = true;
     if (m == KS_MEDIA_NONE) {

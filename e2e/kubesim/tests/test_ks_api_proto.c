@@ -227,6 +227,11 @@ Test(apiproto, accept_negotiation)
                      "application/yaml, application/vnd.kubernetes.protobuf");
     json_decref(st);
     ka_resp_free(&r);
+    /* Discovery has no protobuf form in kubesim: JSON whatever the Accept. */
+    r = ka_http("GET", "/apis/apps/v1", NULL, PB, NULL);
+    cr_assert_eq(r.status, 200, "%ld", r.status);
+    cr_assert_str_eq(r.ctype, "application/json");
+    ka_resp_free(&r);
     /* ... and a protobuf body for one is 415. */
     const char *hs[] = {"Content-Type: application/vnd.kubernetes.protobuf", NULL};
     r = ka_http_bin("POST", ka.sim.server_url, "/apis/example.com/v1/namespaces/default/widgets",
