@@ -38,7 +38,7 @@ static void drop_nulls(json_t *j)
         json_object_foreach_safe(j, tmp, k, v)
         {
             if (json_is_null(v))
-                json_object_del(j, k);
+                json_object_deln(j, k, json_object_iter_key_len(json_object_key_to_iter(k)));
             else
                 drop_nulls(v);
         }
@@ -47,23 +47,6 @@ static void drop_nulls(json_t *j)
         json_t *v;
         json_array_foreach(j, i, v) drop_nulls(v);
     }
-}
-
-/* Whether a JSON value holds a string with a NUL byte anywhere (keys included): the encoder takes
- * map keys as C strings, so such objects do not survive the second round. */
-static bool has_nul(const json_t *j)
-{
-    if (json_is_string(j))
-        return strlen(json_string_value(j)) != json_string_length(j);
-    const char *k;
-    json_t *v;
-    size_t i;
-    if (json_is_object(j)) {
-        json_object_foreach((json_t *)j, k, v) if (has_nul(v)) return true;
-    } else if (json_is_array(j)) {
-        json_array_foreach(j, i, v) if (has_nul(v)) return true;
-    }
-    return false;
 }
 
 static void check(const uint8_t *body, size_t len)
@@ -91,7 +74,7 @@ static void check(const uint8_t *body, size_t len)
 
     /* encode, decode again: after one round (which adds the value fields Go always writes,
      * e.g. an empty metadata), further rounds change nothing, byte for byte. */
-    if (ks_proto_can_encode(out) && !has_nul(out)) {
+    if (ks_proto_can_encode(out)) {
         char *pb1 = NULL, *pb2 = NULL;
         size_t n1 = 0, n2 = 0;
         json_t *j1 = NULL, *j2 = NULL;
@@ -104,12 +87,15 @@ static void check(const uint8_t *body, size_t len)
                 abort();
             drop_nulls(j1);
             drop_nulls(j2);
-            if (!json_equal(j1, j2) || n1 != n2 || memcmp(pb1, pb2, n1) != 0) {
-                char *x = json_dumps(j1, JSON_COMPACT | JSON_SORT_KEYS);
-                char *y = json_dumps(j2, JSON_COMPACT | JSON_SORT_KEYS);
+            /* compared as text: json_equal looks keys up as C strings, and keys may hold NULs */
+            char *x = json_dumps(j1, JSON_COMPACT | JSON_SORT_KEYS);
+            char *y = json_dumps(j2, JSON_COMPACT | JSON_SORT_KEYS);
+            if (!x || !y || strcmp(x, y) != 0 || n1 != n2 || memcmp(pb1, pb2, n1) != 0) {
                 fprintf(stderr, "round trip differs:\n%s\n%s\n", x ? x : "", y ? y : "");
                 abort();
             }
+            free(x);
+            free(y);
         }
         json_decref(j1);
         json_decref(j2);

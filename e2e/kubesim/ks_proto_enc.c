@@ -260,9 +260,19 @@ static kc_code enc_value(buf *p, const pfield *f, const json_t *v, path *at, kc_
     }
 }
 
+/* A key's length (keys may hold NUL bytes). */
+static size_t key_len(const char *k)
+{
+    return json_object_iter_key_len(json_object_key_to_iter(k));
+}
+
+/* Go's sort.Strings: byte order, a prefix first. */
 static int cmp_key(const void *a, const void *b)
 {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    size_t xn = key_len(x), yn = key_len(y);
+    int c = memcmp(x, y, xn < yn ? xn : yn);
+    return c ? c : (xn > yn) - (xn < yn);
 }
 
 /* A map: entries {key=1, value=2} in key order, as Go's generated code sorts them. */
@@ -281,8 +291,9 @@ static kc_code enc_map(buf *p, const pfield *f, const json_t *map, path *at, kc_
     kc_code rc = KC_OK;
     for (i = 0; i < n && rc == KC_OK; i++) {
         buf e = {0};
-        v = json_object_get(map, keys[i]);
-        put_bytes(&e, 1, keys[i], strlen(keys[i]));
+        size_t kn = key_len(keys[i]);
+        v = json_object_getn(map, keys[i], kn);
+        put_bytes(&e, 1, keys[i], kn);
         pfield vf = {2, keys[i], F_STRING, false, false, false, false, false, f->msg};
         switch (f->type) {
         case F_MAP_BYTES:
@@ -433,8 +444,8 @@ static kc_code envelope(const json_t *obj, buf *out, kc_err *err)
         return rc;
     }
     put(out, "k8s\0", 4);
-    put_bytes(&tm, 1, api, strlen(api));
-    put_bytes(&tm, 2, kind, strlen(kind));
+    put_bytes(&tm, 1, api, json_string_length(json_object_get(obj, "apiVersion")));
+    put_bytes(&tm, 2, kind, json_string_length(json_object_get(obj, "kind")));
     put_sub(out, 1, &tm);
     put_sub(out, 2, &raw);
     put_bytes(out, 3, "", 0); /* contentEncoding */

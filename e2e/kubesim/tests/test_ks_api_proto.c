@@ -290,4 +290,41 @@ Test(apiproto, watch_frames)
     cr_assert_str_eq(str_at(objs[0], "metadata", "name"), "watched");
     json_decref(objs[0]);
     ka_resp_free(&r);
+
+    /* client-go's WatchList: the state as ADDED frames, then a BOOKMARK frame marking its end. */
+    r = ka_http_ex("GET", ka.sim.server_url,
+                   "/apis/rbac.authorization.k8s.io/v1/clusterroles?watch=1&timeoutSeconds=1&"
+                   "fieldSelector=metadata.name%3Dwatched&sendInitialEvents=true&"
+                   "allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan",
+                   ka.token, hs, NULL, 5000);
+    cr_assert_eq(r.status, 200);
+    n = frames(&r, types, objs, 4);
+    cr_assert_eq(n, 2, "%zu frames", n);
+    cr_assert_str_eq(types[0], "ADDED");
+    cr_assert_str_eq(types[1], "BOOKMARK");
+    cr_assert_str_eq(str_at(objs[1], "kind", NULL), "ClusterRole");
+    cr_assert_str_eq(json_string_value(json_object_get(
+                         json_object_get(json_object_get(objs[1], "metadata"), "annotations"),
+                         "k8s.io/initial-events-end")),
+                     "true");
+    json_decref(objs[0]);
+    json_decref(objs[1]);
+    ka_resp_free(&r);
+
+    /* A resourceVersion compacted away: one ERROR frame with a 410 Status. */
+    r = ka_http("POST", "/kubesim/compact", NULL, NULL, NULL);
+    ka_resp_free(&r);
+    r = ka_http_ex("GET", ka.sim.server_url,
+                   "/apis/rbac.authorization.k8s.io/v1/clusterroles?watch=1&timeoutSeconds=1&"
+                   "resourceVersion=1",
+                   ka.token, hs, NULL, 5000);
+    cr_assert_eq(r.status, 200);
+    n = frames(&r, types, objs, 4);
+    cr_assert_eq(n, 1, "%zu frames", n);
+    cr_assert_str_eq(types[0], "ERROR");
+    cr_assert_str_eq(str_at(objs[0], "kind", NULL), "Status");
+    cr_assert_str_eq(str_at(objs[0], "reason", NULL), "Expired");
+    cr_assert_eq(json_integer_value(json_object_get(objs[0], "code")), 410);
+    json_decref(objs[0]);
+    ka_resp_free(&r);
 }

@@ -232,3 +232,42 @@ Test(ks_proto_kinds, watch_frame)
     free(frame);
     json_decref(ds);
 }
+
+/* Map keys in Go's order (bytes, a prefix first), NUL bytes in keys kept. */
+Test(ks_proto_kinds, map_keys_sorted_as_go_sorts_them)
+{
+    json_t *cm = json_pack("{s:s, s:s, s:{s:s}, s:{}}", "apiVersion", "v1", "kind", "ConfigMap",
+                           "metadata", "name", "c", "data");
+    json_t *data = json_object_get(cm, "data");
+    json_object_setn_new(data, "ab", 2, json_string("3"));
+    json_object_setn_new(data, "a\0b", 3, json_string("2"));
+    json_object_setn_new(data, "a", 1, json_string("1"));
+    char *pb = NULL;
+    size_t n = 0;
+    kc_err e = {0};
+    cr_assert_eq(ks_proto_encode(cm, &pb, &n, &e), KC_OK, "%s", e.msg);
+    /* data entries: field 2, {1: key, 2: value} */
+    static const char want[] = "\x12\x06\x0a\x01"
+                               "a"
+                               "\x12\x01"
+                               "1"
+                               "\x12\x08\x0a\x03"
+                               "a\0b"
+                               "\x12\x01"
+                               "2"
+                               "\x12\x07\x0a\x02"
+                               "ab"
+                               "\x12\x01"
+                               "3";
+    bool found = false;
+    for (size_t i = 0; i + sizeof(want) - 1 <= n && !found; i++)
+        found = !memcmp(pb + i, want, sizeof(want) - 1);
+    cr_assert(found, "entries not in Go's order");
+    json_t *back = NULL;
+    cr_assert_eq(ks_proto_decode(pb, n, &back, &e), KC_OK, "%s", e.msg);
+    cr_assert_str_eq(json_string_value(json_object_getn(json_object_get(back, "data"), "a\0b", 3)),
+                     "2");
+    json_decref(back);
+    json_decref(cm);
+    free(pb);
+}
