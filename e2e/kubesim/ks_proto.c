@@ -1,8 +1,9 @@
-/* ks_proto: decoding of the Kubernetes protobuf bodies client-go sends (helm's release Secrets,
- * kubectl create configmap/namespace/serviceaccount/token/deployment, kubectl auth can-i,
- * DeleteOptions): the "k8s\0" envelope, runtime.Unknown, and the Secret / ConfigMap / Namespace /
- * ServiceAccount / Deployment / TokenRequest / SelfSubjectAccessReview / DeleteOptions messages,
- * into their JSON form. */
+/* ks_proto: the Kubernetes protobuf encoding of the built-in kinds, request side: the "k8s\0"
+ * envelope and runtime.Unknown, and every message of the kinds in ks_proto_tables.c (core/v1,
+ * apps/v1, rbac/v1, node/v1, coordination/v1, scheduling/v1, events/v1, apiextensions/v1,
+ * DeleteOptions, ...) decoded into the JSON the API server's Go types would marshal: fields on the
+ * wire, zero values dropped where the JSON tag says omitempty (and kept for pointers, which Go
+ * writes only when set). Unknown fields are skipped, as the API server's generated code does. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,341 +11,20 @@
 #include <time.h>
 
 #include "kc_base64.h"
+#include "ks_proto_int.h"
 #include "ks_sim.h"
 
-/* ---- message descriptions ----------------------------------------------------------------- */
-
-typedef enum ftype {
-    F_STRING,    /* string */
-    F_BYTES,     /* bytes → base64 */
-    F_INT64,     /* int64 varint */
-    F_BOOL,      /* bool varint */
-    F_MSG,       /* embedded message → object */
-    F_MAP_STR,   /* map<string,string> */
-    F_MAP_BYTES, /* map<string,bytes> → base64 values */
-    F_TIME,      /* meta.v1.Time {seconds=1, nanos=2} → RFC 3339 */
-    F_INTSTR,    /* util.intstr.IntOrString {type=1, intVal=2, strVal=3} → number or string */
-    F_MAP_QTY,   /* map<string, resource.Quantity{string=1}> → string values */
-} ftype;
-
-struct pmsg;
-
-typedef struct pfield {
-    uint32_t num;
-    const char *json;
-    ftype type;
-    bool repeated;
-    bool keep_zero; /* a pointer field in Go: present even when "" / 0 / false */
-    const struct pmsg *msg;
-} pfield;
-
-typedef struct pmsg {
-    const char *name;
-    const pfield *fields;
-    size_t n;
-    /* An unknown field with a value other than its zero value is refused instead of skipped:
-     * the message's Go type has fields kubesim does not decode, and dropping one would store a
-     * different object than the client sent. */
-    bool strict;
-} pmsg;
-
-#define MSG(name, arr)                                                                             \
-    {                                                                                              \
-        name, arr, sizeof(arr) / sizeof(arr[0]), false                                             \
-    }
-#define STRICT_MSG(name, arr)                                                                      \
-    {                                                                                              \
-        name, arr, sizeof(arr) / sizeof(arr[0]), true                                              \
-    }
-
-static const pfield OWNER_REF_F[] = {
-    {1, "kind", F_STRING, false, false, NULL},
-    {3, "name", F_STRING, false, false, NULL},
-    {4, "uid", F_STRING, false, false, NULL},
-    {5, "apiVersion", F_STRING, false, false, NULL},
-    {6, "controller", F_BOOL, false, true, NULL},
-    {7, "blockOwnerDeletion", F_BOOL, false, true, NULL},
-};
-static const pmsg OWNER_REF = MSG("OwnerReference", OWNER_REF_F);
-
-static const pfield META_F[] = {
-    {1, "name", F_STRING, false, false, NULL},
-    {2, "generateName", F_STRING, false, false, NULL},
-    {3, "namespace", F_STRING, false, false, NULL},
-    {4, "selfLink", F_STRING, false, false, NULL},
-    {5, "uid", F_STRING, false, false, NULL},
-    {6, "resourceVersion", F_STRING, false, false, NULL},
-    {7, "generation", F_INT64, false, false, NULL},
-    {8, "creationTimestamp", F_TIME, false, false, NULL},
-    {9, "deletionTimestamp", F_TIME, false, false, NULL},
-    {10, "deletionGracePeriodSeconds", F_INT64, false, true, NULL},
-    {11, "labels", F_MAP_STR, false, false, NULL},
-    {12, "annotations", F_MAP_STR, false, false, NULL},
-    {13, "ownerReferences", F_MSG, true, false, &OWNER_REF},
-    {14, "finalizers", F_STRING, true, false, NULL},
-    /* 17 managedFields: server-side apply bookkeeping, skipped like any unknown field */
-};
-static const pmsg META = MSG("ObjectMeta", META_F);
-
-static const pfield SECRET_F[] = {
-    {1, "metadata", F_MSG, false, false, &META}, {2, "data", F_MAP_BYTES, false, false, NULL},
-    {3, "type", F_STRING, false, false, NULL},   {4, "stringData", F_MAP_STR, false, false, NULL},
-    {5, "immutable", F_BOOL, false, true, NULL},
-};
-static const pmsg SECRET = MSG("Secret", SECRET_F);
-
-static const pfield CONFIGMAP_F[] = {
-    {1, "metadata", F_MSG, false, false, &META},
-    {2, "data", F_MAP_STR, false, false, NULL},
-    {3, "binaryData", F_MAP_BYTES, false, false, NULL},
-    {4, "immutable", F_BOOL, false, true, NULL},
-};
-static const pmsg CONFIGMAP = MSG("ConfigMap", CONFIGMAP_F);
-
-static const pfield NS_SPEC_F[] = {
-    {1, "finalizers", F_STRING, true, false, NULL},
-};
-static const pmsg NS_SPEC = MSG("NamespaceSpec", NS_SPEC_F);
-
-static const pfield NS_COND_F[] = {
-    {1, "type", F_STRING, false, false, NULL},
-    {2, "status", F_STRING, false, false, NULL},
-    {4, "lastTransitionTime", F_TIME, false, false, NULL},
-    {5, "reason", F_STRING, false, false, NULL},
-    {6, "message", F_STRING, false, false, NULL},
-};
-static const pmsg NS_COND = MSG("NamespaceCondition", NS_COND_F);
-
-static const pfield NS_STATUS_F[] = {
-    {1, "phase", F_STRING, false, false, NULL},
-    {2, "conditions", F_MSG, true, false, &NS_COND},
-};
-static const pmsg NS_STATUS = MSG("NamespaceStatus", NS_STATUS_F);
-
-static const pfield NAMESPACE_F[] = {
-    {1, "metadata", F_MSG, false, false, &META},
-    {2, "spec", F_MSG, false, false, &NS_SPEC},
-    {3, "status", F_MSG, false, false, &NS_STATUS},
-};
-static const pmsg NAMESPACE = MSG("Namespace", NAMESPACE_F);
-
-static const pfield OBJREF_F[] = {
-    {1, "kind", F_STRING, false, false, NULL},
-    {2, "namespace", F_STRING, false, false, NULL},
-    {3, "name", F_STRING, false, false, NULL},
-    {4, "uid", F_STRING, false, false, NULL},
-    {5, "apiVersion", F_STRING, false, false, NULL},
-    {6, "resourceVersion", F_STRING, false, false, NULL},
-    {7, "fieldPath", F_STRING, false, false, NULL},
-};
-static const pmsg OBJREF = MSG("ObjectReference", OBJREF_F);
-
-static const pfield LOCALREF_F[] = {
-    {1, "name", F_STRING, false, false, NULL},
-};
-static const pmsg LOCALREF = MSG("LocalObjectReference", LOCALREF_F);
-
-static const pfield SA_F[] = {
-    {1, "metadata", F_MSG, false, false, &META},
-    {2, "secrets", F_MSG, true, false, &OBJREF},
-    {3, "imagePullSecrets", F_MSG, true, false, &LOCALREF},
-    {4, "automountServiceAccountToken", F_BOOL, false, true, NULL},
-};
-static const pmsg SERVICEACCOUNT = MSG("ServiceAccount", SA_F);
-
-static const pfield BOUNDREF_F[] = {
-    {1, "kind", F_STRING, false, false, NULL},
-    {2, "apiVersion", F_STRING, false, false, NULL},
-    {3, "name", F_STRING, false, false, NULL},
-    {4, "uid", F_STRING, false, false, NULL},
-};
-static const pmsg BOUNDREF = MSG("BoundObjectReference", BOUNDREF_F);
-
-static const pfield TOKREQ_SPEC_F[] = {
-    {1, "audiences", F_STRING, true, false, NULL},
-    {3, "boundObjectRef", F_MSG, false, false, &BOUNDREF},
-    {4, "expirationSeconds", F_INT64, false, true, NULL},
-};
-static const pmsg TOKREQ_SPEC = MSG("TokenRequestSpec", TOKREQ_SPEC_F);
-
-static const pfield TOKREQ_STATUS_F[] = {
-    {1, "token", F_STRING, false, false, NULL},
-    {2, "expirationTimestamp", F_TIME, false, false, NULL},
-};
-static const pmsg TOKREQ_STATUS = MSG("TokenRequestStatus", TOKREQ_STATUS_F);
-
-static const pfield TOKREQ_F[] = {
-    {1, "metadata", F_MSG, false, false, &META},
-    {2, "spec", F_MSG, false, false, &TOKREQ_SPEC},
-    {3, "status", F_MSG, false, false, &TOKREQ_STATUS},
-};
-static const pmsg TOKENREQUEST = MSG("TokenRequest", TOKREQ_F);
-
-/* fieldSelector (8) and labelSelector (9) are skipped: kubesim's authorizer ignores them. */
-static const pfield RES_ATTR_F[] = {
-    {1, "namespace", F_STRING, false, false, NULL},
-    {2, "verb", F_STRING, false, false, NULL},
-    {3, "group", F_STRING, false, false, NULL},
-    {4, "version", F_STRING, false, false, NULL},
-    {5, "resource", F_STRING, false, false, NULL},
-    {6, "subresource", F_STRING, false, false, NULL},
-    {7, "name", F_STRING, false, false, NULL},
-};
-static const pmsg RES_ATTR = MSG("ResourceAttributes", RES_ATTR_F);
-
-static const pfield NONRES_ATTR_F[] = {
-    {1, "path", F_STRING, false, false, NULL},
-    {2, "verb", F_STRING, false, false, NULL},
-};
-static const pmsg NONRES_ATTR = MSG("NonResourceAttributes", NONRES_ATTR_F);
-
-static const pfield SSAR_SPEC_F[] = {
-    {1, "resourceAttributes", F_MSG, false, false, &RES_ATTR},
-    {2, "nonResourceAttributes", F_MSG, false, false, &NONRES_ATTR},
-};
-static const pmsg SSAR_SPEC = MSG("SelfSubjectAccessReviewSpec", SSAR_SPEC_F);
-
-static const pfield SAR_STATUS_F[] = {
-    {1, "allowed", F_BOOL, false, false, NULL},
-    {2, "reason", F_STRING, false, false, NULL},
-    {3, "evaluationError", F_STRING, false, false, NULL},
-    {4, "denied", F_BOOL, false, false, NULL},
-};
-static const pmsg SAR_STATUS = MSG("SubjectAccessReviewStatus", SAR_STATUS_F);
-
-static const pfield SSAR_F[] = {
-    {1, "metadata", F_MSG, false, false, &META},
-    {2, "spec", F_MSG, false, false, &SSAR_SPEC},
-    {3, "status", F_MSG, false, false, &SAR_STATUS},
-};
-static const pmsg SSAR = MSG("SelfSubjectAccessReview", SSAR_F);
-
-static const pfield PRECOND_F[] = {
-    {1, "uid", F_STRING, false, true, NULL},
-    {2, "resourceVersion", F_STRING, false, true, NULL},
-};
-static const pmsg PRECOND = MSG("Preconditions", PRECOND_F);
-
-static const pfield DELETE_F[] = {
-    {1, "gracePeriodSeconds", F_INT64, false, true, NULL},
-    {2, "preconditions", F_MSG, false, true, &PRECOND},
-    {3, "orphanDependents", F_BOOL, false, true, NULL},
-    {4, "propagationPolicy", F_STRING, false, true, NULL},
-    {5, "dryRun", F_STRING, true, false, NULL},
-};
-static const pmsg DELETE_OPTS = MSG("DeleteOptions", DELETE_F);
-
-/* apps/v1 Deployment as `kubectl create deployment` builds it (name, labels, replicas, selector,
- * containers with image, command, ports, env, resources) and the common pod template fields. */
-static const pfield LSELREQ_F[] = {
-    {1, "key", F_STRING, false, false, NULL},
-    {2, "operator", F_STRING, false, false, NULL},
-    {3, "values", F_STRING, true, false, NULL},
-};
-static const pmsg LSELREQ = STRICT_MSG("LabelSelectorRequirement", LSELREQ_F);
-
-static const pfield LSEL_F[] = {
-    {1, "matchLabels", F_MAP_STR, false, false, NULL},
-    {2, "matchExpressions", F_MSG, true, false, &LSELREQ},
-};
-static const pmsg LSEL = STRICT_MSG("LabelSelector", LSEL_F);
-
-static const pfield PORT_F[] = {
-    {1, "name", F_STRING, false, false, NULL},
-    {2, "hostPort", F_INT64, false, false, NULL},
-    {3, "containerPort", F_INT64, false, false, NULL},
-    {4, "protocol", F_STRING, false, false, NULL},
-    {5, "hostIP", F_STRING, false, false, NULL},
-};
-static const pmsg PORT = STRICT_MSG("ContainerPort", PORT_F);
-
-static const pfield ENVVAR_F[] = {
-    {1, "name", F_STRING, false, false, NULL},
-    {2, "value", F_STRING, false, false, NULL},
-};
-static const pmsg ENVVAR = STRICT_MSG("EnvVar", ENVVAR_F);
-
-static const pfield RESREQ_F[] = {
-    {1, "limits", F_MAP_QTY, false, false, NULL},
-    {2, "requests", F_MAP_QTY, false, false, NULL},
-};
-static const pmsg RESREQ = STRICT_MSG("ResourceRequirements", RESREQ_F);
-
-static const pfield CONTAINER_F[] = {
-    {1, "name", F_STRING, false, false, NULL},
-    {2, "image", F_STRING, false, false, NULL},
-    {3, "command", F_STRING, true, false, NULL},
-    {4, "args", F_STRING, true, false, NULL},
-    {5, "workingDir", F_STRING, false, false, NULL},
-    {6, "ports", F_MSG, true, false, &PORT},
-    {7, "env", F_MSG, true, false, &ENVVAR},
-    {8, "resources", F_MSG, false, true, &RESREQ},
-    {13, "terminationMessagePath", F_STRING, false, false, NULL},
-    {14, "imagePullPolicy", F_STRING, false, false, NULL},
-    {16, "stdin", F_BOOL, false, false, NULL},
-    {17, "stdinOnce", F_BOOL, false, false, NULL},
-    {18, "tty", F_BOOL, false, false, NULL},
-    {20, "terminationMessagePolicy", F_STRING, false, false, NULL},
-};
-static const pmsg CONTAINER = STRICT_MSG("Container", CONTAINER_F);
-
-static const pfield PODSPEC_F[] = {
-    {2, "containers", F_MSG, true, false, &CONTAINER},
-    {3, "restartPolicy", F_STRING, false, false, NULL},
-    {4, "terminationGracePeriodSeconds", F_INT64, false, true, NULL},
-    {6, "dnsPolicy", F_STRING, false, false, NULL},
-    {7, "nodeSelector", F_MAP_STR, false, false, NULL},
-    {8, "serviceAccountName", F_STRING, false, false, NULL},
-    {10, "nodeName", F_STRING, false, false, NULL},
-    {11, "hostNetwork", F_BOOL, false, false, NULL},
-    {19, "schedulerName", F_STRING, false, false, NULL},
-    {20, "initContainers", F_MSG, true, false, &CONTAINER},
-    {24, "priorityClassName", F_STRING, false, false, NULL},
-};
-static const pmsg PODSPEC = STRICT_MSG("PodSpec", PODSPEC_F);
-
-static const pfield PODTMPL_F[] = {
-    {1, "metadata", F_MSG, false, true, &META},
-    {2, "spec", F_MSG, false, true, &PODSPEC},
-};
-static const pmsg PODTMPL = STRICT_MSG("PodTemplateSpec", PODTMPL_F);
-
-static const pfield ROLLING_F[] = {
-    {1, "maxUnavailable", F_INTSTR, false, false, NULL},
-    {2, "maxSurge", F_INTSTR, false, false, NULL},
-};
-static const pmsg ROLLING = STRICT_MSG("RollingUpdateDeployment", ROLLING_F);
-
-static const pfield DSTRAT_F[] = {
-    {1, "type", F_STRING, false, false, NULL},
-    {2, "rollingUpdate", F_MSG, false, false, &ROLLING},
-};
-static const pmsg DSTRAT = STRICT_MSG("DeploymentStrategy", DSTRAT_F);
-
-static const pfield DSPEC_F[] = {
-    {1, "replicas", F_INT64, false, true, NULL},
-    {2, "selector", F_MSG, false, false, &LSEL},
-    {3, "template", F_MSG, false, true, &PODTMPL},
-    {4, "strategy", F_MSG, false, true, &DSTRAT},
-    {5, "minReadySeconds", F_INT64, false, false, NULL},
-    {6, "revisionHistoryLimit", F_INT64, false, true, NULL},
-    {7, "paused", F_BOOL, false, false, NULL},
-    {9, "progressDeadlineSeconds", F_INT64, false, true, NULL},
-};
-static const pmsg DSPEC = STRICT_MSG("DeploymentSpec", DSPEC_F);
-
-/* Field 3, status, is the server's to write: skipped like any unknown field. */
-static const pfield DEPLOY_F[] = {
-    {1, "metadata", F_MSG, false, false, &META},
-    {2, "spec", F_MSG, false, true, &DSPEC},
-};
-static const pmsg DEPLOYMENT = MSG("Deployment", DEPLOY_F);
-
-static const pfield TYPEMETA_F[] = {
-    {1, "apiVersion", F_STRING, false, false, NULL},
-    {2, "kind", F_STRING, false, false, NULL},
-};
-static const pmsg TYPEMETA = MSG("TypeMeta", TYPEMETA_F);
+const pmsg *ks_proto_msg(const char *api_version, const char *kind)
+{
+    if (!kind)
+        return NULL;
+    for (size_t i = 0; i < KS_PROTO_NKINDS; i++)
+        if (strcmp(kind, KS_PROTO_KINDS[i].kind) == 0 &&
+            (!KS_PROTO_KINDS[i].api_version[0] ||
+             (api_version && strcmp(api_version, KS_PROTO_KINDS[i].api_version) == 0)))
+            return KS_PROTO_KINDS[i].msg;
+    return NULL;
+}
 
 /* ---- the wire format ---------------------------------------------------------------------- */
 
@@ -502,25 +182,34 @@ static kc_code read_small(rd *s, const char *name, const int want[4], small_msg 
     return KC_OK;
 }
 
-/* meta.v1.Time {seconds=1, nanos=2} → "2006-01-02T15:04:05Z" (NULL without error for the zero
- * time). */
-static kc_code time_value(rd *s, json_t **out, kc_err *err)
+/* meta.v1.Time / MicroTime {seconds=1, nanos=2} → "2006-01-02T15:04:05Z" (micro:
+ * "2006-01-02T15:04:05.000000Z"); NULL without error for the zero time, which Go marshals as
+ * null. */
+static kc_code time_value(rd *s, bool micro, json_t **out, kc_err *err)
 {
     static const int want[4] = {-1, 0, 0, -1};
     small_msg m;
     *out = NULL;
-    kc_code rc = read_small(s, "Time", want, &m, err);
+    kc_code rc = read_small(s, micro ? "MicroTime" : "Time", want, &m, err);
     if (rc != KC_OK || (!m.seen[1] && !m.seen[2]))
         return rc;
     int64_t secs = (int64_t)m.iv[1];
+    int32_t nanos = (int32_t)m.iv[2];
     /* Years 0..9999 only, as Go's JSON encoding of a time. */
     if (secs < -62167219200LL || secs > 253402300799LL)
         return perr(err, s->end, "timestamp outside years 0-9999");
+    if (nanos < 0 || nanos > 999999999)
+        return perr(err, s->end, "timestamp nanos outside 0-999999999");
     time_t t = (time_t)secs;
     struct tm tm;
-    char buf[40];
-    if (!gmtime_r(&t, &tm) || strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+    char buf[48];
+    if (!gmtime_r(&t, &tm) || strftime(buf, 24, "%Y-%m-%dT%H:%M:%S", &tm) == 0)
         return perr(err, s->end, "timestamp cannot be represented");
+    size_t n = strlen(buf);
+    if (micro)
+        snprintf(buf + n, sizeof(buf) - n, ".%06dZ", (int)(nanos / 1000));
+    else
+        snprintf(buf + n, sizeof(buf) - n, "Z");
     *out = json_string(buf);
     return *out ? KC_OK : kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
 }
@@ -543,38 +232,131 @@ static kc_code intstr_value(rd *s, json_t **out, kc_err *err)
     return *out ? KC_OK : (err && err->code ? err->code : KC_ENOMEM);
 }
 
-/* One map entry {key=1, value=2} into map; kind says what the value is (F_MAP_STR, F_MAP_BYTES,
- * F_MAP_QTY). */
-static kc_code map_entry(rd *s, json_t *map, int kind, const char *msg, const char *field,
-                         kc_err *err)
+static kc_code oom(kc_err *err)
 {
-    static const int want[4] = {-1, 2, 2, -1};
+    return kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
+}
+
+/* Messages nest at most this deep (JSONSchemaProps is recursive). */
+#define MAX_DEPTH 64
+static _Thread_local int depth;
+
+static kc_code decode_msg(rd *r, const pmsg *m, json_t *out, kc_err *err);
+static kc_code decode_shaped(rd *r, const pmsg *m, json_t **out, kc_err *err);
+
+/* resource.Quantity {string=1}: its text (other fields are Go-internal); "0" when empty. */
+static json_t *quantity_value(rd *s, kc_err *err)
+{
+    static const int want[4] = {-1, 2, -1, -1};
+    small_msg q;
+    if (read_small(s, "Quantity", want, &q, err) != KC_OK)
+        return NULL;
+    if (q.bv[1].pos == q.bv[1].end) {
+        json_t *z = json_string("0");
+        if (!z)
+            oom(err);
+        return z;
+    }
+    return string_value(&q.bv[1], "Quantity", "string", err);
+}
+
+/* RawExtension / FieldsV1 / apiextensions JSON {raw=1}: the JSON text it holds (NULL without
+ * error when there is none: Go marshals null). */
+static kc_code raw_value(rd *s, const char *msg, const char *field, json_t **out, kc_err *err)
+{
+    static const int want[4] = {-1, 2, -1, -1};
+    small_msg m;
+    *out = NULL;
+    kc_code rc = read_small(s, "RawExtension", want, &m, err);
+    if (rc != KC_OK || !m.seen[1])
+        return rc;
+    /* A protobuf object inside (a protobuf watch event's object): decoded in turn. */
+    if (m.bv[1].end - m.bv[1].pos >= 4 && !memcmp(m.bv[1].base + m.bv[1].pos, "k8s", 4)) {
+        if (depth >= MAX_DEPTH)
+            return perr(err, m.bv[1].pos, "messages nested too deep");
+        depth++;
+        rc = ks_proto_decode((const char *)m.bv[1].base + m.bv[1].pos, m.bv[1].end - m.bv[1].pos,
+                             out, err);
+        depth--;
+        return rc;
+    }
+    json_error_t je;
+    *out = json_loadb((const char *)m.bv[1].base + m.bv[1].pos, m.bv[1].end - m.bv[1].pos,
+                      JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+    if (!*out)
+        return kc_err_set(err, KC_EPARSE,
+                          "protobuf body: %s.%s at offset %zu does not hold JSON: %s", msg, field,
+                          m.bv[1].pos, je.text);
+    return KC_OK;
+}
+
+/* One map entry {key=1, value=2} into map. */
+static kc_code map_entry(rd *s, json_t *map, const pfield *f, const char *msg, kc_err *err)
+{
+    const int want[4] = {-1, 2, 2, -1};
     small_msg e;
     kc_code rc = read_small(s, "map entry", want, &e, err);
     if (rc != KC_OK)
         return rc;
-    rd val = e.bv[2];
-    if (kind == F_MAP_QTY) {
-        /* resource.Quantity {string=1}: the quantity's text (other fields are Go-internal). */
-        static const int qwant[4] = {-1, 2, -1, -1};
-        small_msg q;
-        if ((rc = read_small(&e.bv[2], "Quantity", qwant, &q, err)) != KC_OK)
-            return rc;
-        val = q.bv[1];
-    }
-    json_t *k = string_value(&e.bv[1], msg, field, err);
+    json_t *k = string_value(&e.bv[1], msg, f->json, err);
     if (!k)
         return err ? err->code : KC_EPARSE;
-    json_t *v = kind == F_MAP_BYTES ? bytes_value(&val, err) : string_value(&val, msg, field, err);
-    if (!v)
-        rc = err ? err->code : KC_EPARSE;
-    else if (json_object_setn_new(map, json_string_value(k), json_string_length(k), v) != 0)
-        rc = kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
+    json_t *v = NULL;
+    switch (f->type) {
+    case F_MAP_BYTES:
+        if (!(v = bytes_value(&e.bv[2], err)))
+            rc = KC_ENOMEM;
+        break;
+    case F_MAP_QTY:
+        if (!(v = quantity_value(&e.bv[2], err)))
+            rc = err ? err->code : KC_EPARSE;
+        break;
+    case F_MAP_STRS: {
+        /* {repeated string items=1} */
+        rd sv = e.bv[2];
+        if (!(v = json_array())) {
+            rc = oom(err);
+            break;
+        }
+        while (rc == KC_OK && sv.pos < sv.end) {
+            uint32_t num = 0;
+            int wire;
+            size_t at = sv.pos;
+            rd item;
+            if ((rc = read_tag(&sv, &num, &wire, err)) != KC_OK)
+                break;
+            if (num != 1) {
+                rc = skip_field(&sv, wire, err);
+                continue;
+            }
+            if (wire != 2) {
+                rc = perr(err, at, "map value item with a wire type other than bytes");
+                break;
+            }
+            if ((rc = read_bytes(&sv, &item, err)) != KC_OK)
+                break;
+            json_t *it = string_value(&item, msg, f->json, err);
+            if (!it || json_array_append_new(v, it) != 0)
+                rc = it ? oom(err) : (err ? err->code : KC_EPARSE);
+        }
+        break;
+    }
+    case F_MAP_MSG:
+        rc = decode_shaped(&e.bv[2], f->msg, &v, err);
+        break;
+    default:
+        if (!(v = string_value(&e.bv[2], msg, f->json, err)))
+            rc = err ? err->code : KC_EPARSE;
+        break;
+    }
+    if (rc == KC_OK &&
+        json_object_setn_new(map, json_string_value(k), json_string_length(k), v) != 0)
+        rc = oom(err);
+    else if (rc != KC_OK)
+        json_decref(v);
     json_decref(k);
     return rc;
 }
-
-static kc_code decode_msg(rd *r, const pmsg *m, json_t *out, kc_err *err);
 
 static json_t *child(json_t *out, const char *key, bool array)
 {
@@ -590,7 +372,7 @@ static json_t *child(json_t *out, const char *key, bool array)
 static kc_code set_value(json_t *out, const pfield *f, json_t *v, kc_err *err)
 {
     if (!v)
-        return kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
+        return oom(err);
     int rc;
     if (f->repeated) {
         json_t *arr = child(out, f->json, true);
@@ -598,238 +380,297 @@ static kc_code set_value(json_t *out, const pfield *f, json_t *v, kc_err *err)
     } else {
         rc = json_object_set_new(out, f->json, v);
     }
-    return rc ? kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory") : KC_OK;
+    return rc ? oom(err) : KC_OK;
+}
+
+/* A message whose JSON form is not an object (apiextensions' either-or types), or an object. */
+static kc_code decode_shaped(rd *r, const pmsg *m, json_t **out, kc_err *err)
+{
+    json_t *o = json_object();
+    *out = NULL;
+    if (!o)
+        return oom(err);
+    kc_code rc = decode_msg(r, m, o, err);
+    if (rc != KC_OK || m->shape == SHAPE_OBJECT) {
+        if (rc != KC_OK)
+            json_decref(o);
+        else
+            *out = o;
+        return rc;
+    }
+    json_t *schema = json_object_get(o, "schema"), *v = NULL;
+    switch (m->shape) {
+    case SHAPE_OR_ARRAY:
+        v = json_array_size(json_object_get(o, "jSONSchemas")) ? json_object_get(o, "jSONSchemas")
+                                                               : schema;
+        v = v ? json_incref(v) : json_null();
+        break;
+    case SHAPE_OR_BOOL:
+        v = schema ? json_incref(schema) : json_boolean(json_is_true(json_object_get(o, "allows")));
+        break;
+    default:
+        v = json_array_size(json_object_get(o, "property")) ? json_object_get(o, "property")
+                                                            : schema;
+        v = v ? json_incref(v) : json_null();
+        break;
+    }
+    json_decref(o);
+    *out = v;
+    return v ? KC_OK : oom(err);
+}
+
+/* Go writes every value field, zeros included; JSON leaves out the zero of an omitempty one. */
+static bool drop_zero(const pfield *f, bool zero)
+{
+    return zero && !f->repeated && !f->ptr && f->omitempty;
+}
+
+static kc_code decode_varint_field(rd *r, const pfield *f, json_t *out, kc_err *err)
+{
+    uint64_t v;
+    kc_code rc = read_varint(r, &v, err);
+    if (rc != KC_OK || drop_zero(f, v == 0))
+        return rc;
+    json_t *j;
+    if (f->type == F_BOOL)
+        j = json_boolean(v != 0);
+    else if (f->int32)
+        j = json_integer((json_int_t)(int32_t)v);
+    else
+        j = json_integer((json_int_t)v);
+    return set_value(out, f, j, err);
 }
 
 static kc_code decode_field(rd *r, const pmsg *m, const pfield *f, int wire, size_t at, json_t *out,
                             kc_err *err)
 {
-    bool want_varint = f->type == F_INT64 || f->type == F_BOOL;
-    if (want_varint != (wire == 0) || (!want_varint && wire != 2))
+    int want = f->type == F_INT || f->type == F_BOOL ? 0 : f->type == F_DOUBLE ? 1 : 2;
+    kc_code rc;
+    rd sub;
+    /* A repeated number may come packed. */
+    if (want == 0 && wire == 2 && f->repeated) {
+        if ((rc = read_bytes(r, &sub, err)) != KC_OK)
+            return rc;
+        while (rc == KC_OK && sub.pos < sub.end)
+            rc = decode_varint_field(&sub, f, out, err);
+        return rc;
+    }
+    if (wire != want)
         return kc_err_set(err, KC_EPARSE,
                           "protobuf body: %s.%s (field %u) has wire type %d, expected %d at "
                           "offset %zu",
-                          m->name, f->json, f->num, wire, want_varint ? 0 : 2, at);
-    kc_code rc;
-    if (want_varint) {
-        uint64_t v;
-        if ((rc = read_varint(r, &v, err)) != KC_OK)
-            return rc;
-        if (!v && !f->keep_zero)
+                          m->name, f->json, f->num, wire, want, at);
+    if (want == 0)
+        return decode_varint_field(r, f, out, err);
+    if (want == 1) {
+        if (r->end - r->pos < 8)
+            return perr(err, at, "truncated fixed-width field");
+        uint64_t bits = 0;
+        for (int i = 7; i >= 0; i--)
+            bits = bits << 8 | r->base[r->pos + (size_t)i];
+        r->pos += 8;
+        double d;
+        memcpy(&d, &bits, sizeof(d));
+        if (d != d || d - d != 0)
+            return perr(err, at, "a number that JSON cannot hold (NaN or infinity)");
+        if (drop_zero(f, d == 0))
             return KC_OK;
-        return set_value(
-            out, f, f->type == F_BOOL ? json_boolean(v != 0) : json_integer((json_int_t)v), err);
+        /* Go marshals 5.0 as 5 */
+        bool whole = d == (double)(long long)d && d < 9e15 && d > -9e15;
+        return set_value(out, f, whole ? json_integer((json_int_t)d) : json_real(d), err);
     }
-    rd sub;
     if ((rc = read_bytes(r, &sub, err)) != KC_OK)
         return rc;
     json_t *v = NULL;
     switch (f->type) {
     case F_STRING:
-        if (sub.pos == sub.end && !f->keep_zero && !f->repeated)
+        if (drop_zero(f, sub.pos == sub.end))
             return KC_OK;
         if (!(v = string_value(&sub, m->name, f->json, err)))
             return err ? err->code : KC_EPARSE;
         return set_value(out, f, v, err);
     case F_BYTES:
+        if (drop_zero(f, sub.pos == sub.end))
+            return KC_OK;
         if (!(v = bytes_value(&sub, err)))
             return KC_ENOMEM;
         return set_value(out, f, v, err);
     case F_TIME:
-        if ((rc = time_value(&sub, &v, err)) != KC_OK || !v)
+    case F_MICROTIME:
+        if ((rc = time_value(&sub, f->type == F_MICROTIME, &v, err)) != KC_OK || !v)
+            return rc;
+        return set_value(out, f, v, err);
+    case F_QTY:
+        if (!(v = quantity_value(&sub, err)))
+            return err ? err->code : KC_EPARSE;
+        return set_value(out, f, v, err);
+    case F_RAW:
+        if ((rc = raw_value(&sub, m->name, f->json, &v, err)) != KC_OK || !v)
             return rc;
         return set_value(out, f, v, err);
     case F_MAP_STR:
     case F_MAP_BYTES:
-    case F_MAP_QTY: {
+    case F_MAP_QTY:
+    case F_MAP_STRS:
+    case F_MAP_MSG: {
         json_t *map = child(out, f->json, false);
         if (!map)
-            return kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
-        return map_entry(&sub, map, (int)f->type, m->name, f->json, err);
+            return oom(err);
+        return map_entry(&sub, map, f, m->name, err);
     }
     case F_INTSTR:
         if ((rc = intstr_value(&sub, &v, err)) != KC_OK)
             return rc;
         return set_value(out, f, v, err);
-    case F_MSG: {
-        json_t *obj;
-        if (f->repeated) {
-            if (!(obj = json_object()))
-                return kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
-            if ((rc = decode_msg(&sub, f->msg, obj, err)) != KC_OK) {
-                json_decref(obj);
+    case F_MSG:
+        if (f->repeated || f->msg->shape != SHAPE_OBJECT) {
+            if ((rc = decode_shaped(&sub, f->msg, &v, err)) != KC_OK)
                 return rc;
-            }
-            return set_value(out, f, obj, err);
+            return set_value(out, f, v, err);
         }
+        if (f->embed)
+            return decode_msg(&sub, f->msg, out, err);
         /* A message field seen twice merges, as protobuf does. */
-        if (!(obj = child(out, f->json, false)))
-            return kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
-        return decode_msg(&sub, f->msg, obj, err);
-    }
+        if (!(v = child(out, f->json, false)))
+            return oom(err);
+        return decode_msg(&sub, f->msg, v, err);
     default:
-        return perr(err, at, "unexpected field type");
+        return kc_err_set(err, KC_EUNSUPPORTED, "protobuf body: %s.%s (field %u) is not supported",
+                          m->name, f->json, f->num);
     }
-}
-
-/* Whether the field just skipped (its value started at value_at) holds its type's zero value:
- * Go's generated code writes every non-pointer field, "" and 0 and false included, and dropping
- * those loses nothing. */
-static bool zero_value(const rd *r, int wire, size_t value_at)
-{
-    if (wire == 0 || wire == 2) /* varint 0, or length 0: one 0x00 byte */
-        return r->pos == value_at + 1 && r->base[value_at] == 0;
-    return false;
 }
 
 static kc_code decode_msg(rd *r, const pmsg *m, json_t *out, kc_err *err)
 {
-    while (r->pos < r->end) {
+    if (depth >= MAX_DEPTH)
+        return perr(err, r->pos, "messages nested too deep");
+    depth++;
+    kc_code rc = KC_OK;
+    while (rc == KC_OK && r->pos < r->end) {
         uint32_t num = 0;
         int wire;
         size_t at = r->pos;
-        kc_code rc = read_tag(r, &num, &wire, err);
-        if (rc != KC_OK)
-            return rc;
+        if ((rc = read_tag(r, &num, &wire, err)) != KC_OK)
+            break;
         const pfield *f = NULL;
         for (size_t i = 0; i < m->n && !f; i++)
             if (m->fields[i].num == num)
                 f = &m->fields[i];
-        size_t value_at = r->pos;
+        /* Unknown fields (from newer API versions) are skipped, as the API server does. */
         rc = f ? decode_field(r, m, f, wire, at, out, err) : skip_field(r, wire, err);
-        if (rc == KC_OK && !f && m->strict && !zero_value(r, wire, value_at))
-            return kc_err_set(err, KC_EUNSUPPORTED,
-                              "protobuf body: %s field %u (offset %zu) is not decoded by kubesim: "
-                              "send the object as JSON instead (kubectl apply -f FILE)",
-                              m->name, num, at);
-        if (rc != KC_OK)
-            return rc;
     }
-    return KC_OK;
+    depth--;
+    return rc;
 }
 
 /* ---- the envelope ------------------------------------------------------------------------- */
 
-/* The kinds kubesim decodes; api_version NULL: any (DeleteOptions comes in several groups). */
-static const struct {
-    const char *kind, *api_version;
-    const pmsg *msg;
-} KINDS[] = {
-    {"Secret", "v1", &SECRET},
-    {"ConfigMap", "v1", &CONFIGMAP},
-    {"Namespace", "v1", &NAMESPACE},
-    {"ServiceAccount", "v1", &SERVICEACCOUNT},
-    {"TokenRequest", "authentication.k8s.io/v1", &TOKENREQUEST},
-    {"SelfSubjectAccessReview", "authorization.k8s.io/v1", &SSAR},
-    {"DeleteOptions", NULL, &DELETE_OPTS},
-    {"Deployment", "apps/v1", &DEPLOYMENT},
-};
-#define KIND_LIST                                                                                  \
-    "v1 Secret, ConfigMap, Namespace and ServiceAccount, apps/v1 Deployment, "                     \
-    "authentication.k8s.io/v1 TokenRequest, authorization.k8s.io/v1 SelfSubjectAccessReview and "  \
-    "DeleteOptions"
-
-/* The `kubectl create` subcommand of a kind ("Deployment" → "deployment"), for the message. */
-static const char *kind_cmd(const char *kind, char *buf, size_t size)
-{
-    size_t i = 0;
-    for (; kind[i] && i + 1 < size; i++)
-        buf[i] = (char)(kind[i] >= 'A' && kind[i] <= 'Z' ? kind[i] + 32 : kind[i]);
-    buf[i] = '\0';
-    return buf;
-}
-
-kc_code ks_proto_decode(const char *body, size_t len, json_t **out, kc_err *err)
+kc_code ks_proto_unwrap(const char *body, size_t len, ks_proto_unknown *u, kc_err *err)
 {
     static const uint8_t magic[4] = {'k', '8', 's', 0};
-    kc_code rc = KC_OK;
-    json_t *tm = NULL, *obj = NULL;
-    if (!out)
-        return kc_err_set(err, KC_EARG, "ks_proto_decode: out is required");
-    *out = NULL;
+    memset(u, 0, sizeof(*u));
     if (!body || len < 4 || memcmp(body, magic, 4) != 0)
         return kc_err_set(err, KC_EPARSE,
                           "protobuf body: does not start with the \"k8s\\x00\" magic of a "
                           "Kubernetes protobuf envelope (%zu bytes)",
                           len);
     rd r = {(const uint8_t *)body, 4, len};
-    rd raw = {r.base, 0, 0}, enc = {r.base, 0, 0};
-    bool have_raw = false;
-    if (!(tm = json_object()))
-        return kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
+    rd tm = {r.base, 0, 0};
     while (r.pos < r.end) {
         uint32_t num = 0;
         int wire;
         size_t at = r.pos;
-        if ((rc = read_tag(&r, &num, &wire, err)) != KC_OK)
-            goto fail;
-        if (num >= 1 && num <= 4 && wire != 2) {
-            rc = kc_err_set(err, KC_EPARSE,
-                            "protobuf body: runtime.Unknown field %u has wire type %d, expected 2 "
-                            "at offset %zu",
-                            num, wire, at);
-            goto fail;
-        }
+        kc_code rc = read_tag(&r, &num, &wire, err);
+        if (rc != KC_OK)
+            return rc;
+        if (num >= 1 && num <= 4 && wire != 2)
+            return kc_err_set(err, KC_EPARSE,
+                              "protobuf body: runtime.Unknown field %u has wire type %d, expected "
+                              "2 at offset %zu",
+                              num, wire, at);
         rd sub;
-        if (num >= 1 && num <= 4) {
-            if ((rc = read_bytes(&r, &sub, err)) != KC_OK)
-                goto fail;
-            if (num == 1 && (rc = decode_msg(&sub, &TYPEMETA, tm, err)) != KC_OK)
-                goto fail;
-            if (num == 2) {
-                raw = sub;
-                have_raw = true;
-            }
-            if (num == 3)
-                enc = sub;
-        } else if ((rc = skip_field(&r, wire, err)) != KC_OK) {
-            goto fail;
+        if (num < 1 || num > 4) {
+            if ((rc = skip_field(&r, wire, err)) != KC_OK)
+                return rc;
+            continue;
+        }
+        if ((rc = read_bytes(&r, &sub, err)) != KC_OK)
+            return rc;
+        const char *p = (const char *)sub.base + sub.pos;
+        size_t n = sub.end - sub.pos;
+        if (num == 1) {
+            tm = sub;
+        } else if (num == 2) {
+            u->raw = p;
+            u->raw_len = n;
+            u->have_raw = true;
+        } else if (num == 3) {
+            u->encoding = p;
+            u->encoding_len = n;
         }
     }
-    if (enc.end > enc.pos) {
-        rc = kc_err_set(err, KC_EUNSUPPORTED,
-                        "protobuf body: contentEncoding \"%.*s\" is not supported",
-                        (int)(enc.end - enc.pos > 64 ? 64 : enc.end - enc.pos),
-                        (const char *)enc.base + enc.pos);
-        goto fail;
-    }
-    const char *kind = json_string_value(json_object_get(tm, "kind"));
-    const char *api = json_string_value(json_object_get(tm, "apiVersion"));
-    if (!kind) {
-        rc = kc_err_set(err, KC_EPARSE,
-                        "protobuf body: the runtime.Unknown envelope names no kind "
-                        "(typeMeta.kind is missing)");
-        goto fail;
-    }
-    const pmsg *m = NULL;
-    for (size_t i = 0; i < sizeof(KINDS) / sizeof(KINDS[0]) && !m; i++)
-        if (strcmp(kind, KINDS[i].kind) == 0 &&
-            (!KINDS[i].api_version || (api && strcmp(api, KINDS[i].api_version) == 0)))
-            m = KINDS[i].msg;
-    if (!m) {
-        /* kubectl's typed `create <kind>` commands send protobuf; apply -f sends JSON. */
-        char cmd[64];
-        rc = kc_err_set(err, KC_EUNSUPPORTED,
-                        "the protobuf encoding of %s (apiVersion \"%s\") is not supported by "
-                        "kubesim (it decodes only %s): send the object as JSON instead, e.g. with "
-                        "`kubectl apply -f FILE` rather than `kubectl create %s`",
-                        kind, api ? api : "", KIND_LIST, kind_cmd(kind, cmd, sizeof(cmd)));
-        goto fail;
-    }
-    if (!(obj = json_object())) {
-        rc = kc_err_set(err, KC_ENOMEM, "protobuf body: out of memory");
-        goto fail;
-    }
-    if (api)
-        json_object_set_new(obj, "apiVersion", json_string(api));
+    /* TypeMeta {apiVersion=1, kind=2} */
+    static const int want[4] = {-1, 2, 2, -1};
+    small_msg t;
+    kc_code rc = read_small(&tm, "TypeMeta", want, &t, err);
+    if (rc != KC_OK)
+        return rc;
+    size_t an = t.bv[1].end - t.bv[1].pos, kn = t.bv[2].end - t.bv[2].pos;
+    if (an >= sizeof(u->api_version) || kn >= sizeof(u->kind))
+        return perr(err, tm.pos, "TypeMeta apiVersion or kind longer than 255 bytes");
+    memcpy(u->api_version, t.bv[1].base + t.bv[1].pos, an);
+    memcpy(u->kind, t.bv[2].base + t.bv[2].pos, kn);
+    u->api_version[an] = u->kind[kn] = '\0';
+    if (strlen(u->api_version) != an || strlen(u->kind) != kn)
+        return perr(err, tm.pos, "TypeMeta apiVersion or kind with a NUL byte");
+    return KC_OK;
+}
+
+kc_code ks_proto_decode_msg(const char *api_version, const char *kind, const char *raw, size_t len,
+                            json_t **out, kc_err *err)
+{
+    const pmsg *m = ks_proto_msg(api_version, kind);
+    *out = NULL;
+    if (!m)
+        return kc_err_set(err, KC_EUNSUPPORTED,
+                          "the protobuf encoding of %s (apiVersion \"%s\") is not supported by "
+                          "kubesim: it decodes the built-in kinds of core/v1, apps/v1, "
+                          "rbac.authorization.k8s.io/v1, node.k8s.io/v1, coordination.k8s.io/v1, "
+                          "scheduling.k8s.io/v1, events.k8s.io/v1, policy/v1 and "
+                          "apiextensions.k8s.io/v1 it serves (custom resources are JSON only)",
+                          kind, api_version ? api_version : "");
+    json_t *obj = json_object();
+    if (!obj)
+        return oom(err);
+    if (api_version && api_version[0])
+        json_object_set_new(obj, "apiVersion", json_string(api_version));
     json_object_set_new(obj, "kind", json_string(kind));
-    if (have_raw && (rc = decode_msg(&raw, m, obj, err)) != KC_OK)
-        goto fail;
-    json_decref(tm);
+    rd r = {(const uint8_t *)raw, 0, raw ? len : 0};
+    kc_code rc = decode_msg(&r, m, obj, err);
+    if (rc != KC_OK) {
+        json_decref(obj);
+        return rc;
+    }
     *out = obj;
     return KC_OK;
-fail:
-    json_decref(obj);
-    json_decref(tm);
-    return rc;
+}
+
+kc_code ks_proto_decode(const char *body, size_t len, json_t **out, kc_err *err)
+{
+    if (!out)
+        return kc_err_set(err, KC_EARG, "ks_proto_decode: out is required");
+    *out = NULL;
+    ks_proto_unknown u;
+    kc_code rc = ks_proto_unwrap(body, len, &u, err);
+    if (rc != KC_OK)
+        return rc;
+    if (u.encoding_len)
+        return kc_err_set(err, KC_EUNSUPPORTED,
+                          "protobuf body: contentEncoding \"%.*s\" is not supported",
+                          (int)(u.encoding_len > 64 ? 64 : u.encoding_len), u.encoding);
+    if (!u.kind[0])
+        return kc_err_set(err, KC_EPARSE,
+                          "protobuf body: the runtime.Unknown envelope names no kind "
+                          "(typeMeta.kind is missing)");
+    return ks_proto_decode_msg(u.api_version, u.kind, u.raw, u.raw_len, out, err);
 }

@@ -64,6 +64,12 @@ kc_code ks_decode_body(ks_req *r, json_t **out, kc_err *err)
                 err->code = KC_EBADREQUEST;
             return KC_EBADREQUEST;
         }
+    } else if (!strcmp(ct, "application/vnd.kubernetes.protobuf") && r->route.t &&
+               r->route.t->crd_name) {
+        /* custom resources: JSON and YAML only */
+        return kc_err_set(err, KC_EUNSUPPORTED,
+                          "the body of the request was in an unknown format - accepted media "
+                          "types include: application/json, application/yaml");
     } else if (!strcmp(ct, "application/vnd.kubernetes.protobuf")) {
         if ((rc = ks_proto_decode(r->body ? r->body : "", r->body_len, &obj, err)) != KC_OK) {
             if (rc != KC_EUNSUPPORTED && rc != KC_ENOMEM) {
@@ -755,6 +761,11 @@ enum MHD_Result ks_handle_resource(ks_req *r)
             return ks_handle_patch(r);
         return method_not_allowed(r);
     }
+    /* Custom resources are never protobuf: a client accepting nothing else is refused before
+     * anything happens, as the API server negotiates first. */
+    if (rt->t && rt->t->crd_name &&
+        ks_media_negotiate(ks_req_header(r, MHD_HTTP_HEADER_ACCEPT), false) == KS_MEDIA_NONE)
+        return ks_reply_not_acceptable(r);
     if (get && !strcmp(r->verb, "watch")) {
         ks_selectors sel;
         kc_err err;

@@ -122,6 +122,8 @@ ks_as ks_accept_parse(const char *accept, unsigned allowed, const char **version
 /* Queues resp (destroyed here) with status plus the common headers; records the status. */
 enum MHD_Result ks_reply(ks_req *r, unsigned status, struct MHD_Response *resp);
 /* JSON body (STOLEN); content_type NULL → "application/json". */
+/* 406 NotAcceptable: the Accept header offers no media type kubesim can answer the request in. */
+enum MHD_Result ks_reply_not_acceptable(ks_req *r);
 enum MHD_Result ks_reply_json(ks_req *r, unsigned status, json_t *body, const char *content_type);
 enum MHD_Result ks_reply_text(ks_req *r, unsigned status, const char *text, size_t len);
 /* A Status Failure object. details (STOLEN, may be NULL) is put as is. */

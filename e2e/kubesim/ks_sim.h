@@ -77,11 +77,48 @@ kc_code ks_crd_sync(ks_sim *sim, const json_t *crd, bool deleted, kc_err *err);
  * `spec.mig.strategy: Unsupported value: "bogus": supported values: "none", "single", "mixed"`. */
 kc_code ks_crd_validate(const json_t *schema, const json_t *obj, kc_err *err);
 
-/* ---- ks_proto.c: the protobuf bodies client-go sends ---- */
+/* ---- ks_proto.c / ks_proto_enc.c: the Kubernetes protobuf encoding ---- */
 /* Decodes an `application/vnd.kubernetes.protobuf` body (the "k8s\0" envelope, runtime.Unknown)
- * of a Secret, ConfigMap or DeleteOptions into its JSON form; anything else → KC_EUNSUPPORTED
- * with the kind named. */
+ * of a built-in kind (ks_proto_tables.c) into the JSON the API server's Go types marshal; a kind
+ * without a protobuf message → KC_EUNSUPPORTED with the kind named, malformed input → KC_EPARSE
+ * naming the message, field and byte offset. */
 kc_code ks_proto_decode(const char *body, size_t len, json_t **out, kc_err *err);
+
+/* The "k8s\0" envelope's runtime.Unknown: typeMeta, raw (pointing into the body) and
+ * contentEncoding. */
+typedef struct ks_proto_unknown {
+    char api_version[256], kind[256];
+    const char *raw;
+    size_t raw_len;
+    bool have_raw;
+    const char *encoding;
+    size_t encoding_len;
+} ks_proto_unknown;
+kc_code ks_proto_unwrap(const char *body, size_t len, ks_proto_unknown *u, kc_err *err);
+/* Decodes raw, the message of apiVersion/kind without an envelope. */
+kc_code ks_proto_decode_msg(const char *api_version, const char *kind, const char *raw, size_t len,
+                            json_t **out, kc_err *err);
+
+/* Whether obj (its apiVersion and kind) has a protobuf message. */
+bool ks_proto_can_encode(const json_t *obj);
+/* obj → the "k8s\0" envelope with runtime.Unknown{typeMeta, raw, contentEncoding "",
+ * contentType ""}, byte for byte as the API server writes it (fields in number order, value
+ * fields always, pointers when set, map keys sorted). *out is malloc'ed. JSON keys without a
+ * protobuf field are dropped, as the API server drops them; a value of the wrong JSON type is
+ * KC_EINVALID naming its path. */
+kc_code ks_proto_encode(const json_t *obj, char **out, size_t *len, kc_err *err);
+/* A protobuf watch stream's frame: a 4-byte big-endian length and metav1.WatchEvent{type,
+ * object: RawExtension{raw: the envelope of obj}}. */
+kc_code ks_proto_watch_frame(const char *type, const json_t *obj, char **out, size_t *len,
+                             kc_err *err);
+
+/* Accept negotiation of a resource request: KS_MEDIA_PROTOBUF when the most preferred acceptable
+ * media range (q-values, then order) is application/vnd.kubernetes.protobuf and proto_ok;
+ * KS_MEDIA_JSON for JSON, YAML and wildcards; KS_MEDIA_NONE when nothing acceptable is offered
+ * (406). Ranges with an `as=` parameter (Table, PartialObjectMetadata) are left to
+ * ks_accept_parse. */
+typedef enum ks_media { KS_MEDIA_JSON, KS_MEDIA_PROTOBUF, KS_MEDIA_NONE } ks_media;
+ks_media ks_media_negotiate(const char *accept, bool proto_ok);
 
 /* ---- ks_auth.c: authentication and RBAC ---- */
 kc_code ks_auth_new(ks_sim *sim, kc_err *err);

@@ -77,6 +77,7 @@ typedef struct watch_stream {
     char group[128], version[64];
     char ns[256], name[256]; /* copies: the store may keep the pointers of ks_watch_opts */
     bool table;
+    bool proto; /* application/vnd.kubernetes.protobuf;stream=watch: length-prefixed frames */
     const char *table_ver;
     ks_include include;
     bool headers_sent;
@@ -103,6 +104,32 @@ static const char *type_name(ks_event_type t)
 
 static bool add_line(watch_stream *s, const char *type, json_t *object /* stolen */)
 {
+    if (s->proto && object) {
+        /* The object as the API server sends it: apiVersion and kind set. */
+        json_t *o = json_is_object(object) && !json_object_get(object, "kind")
+                        ? ks_object_for_route(&s->rt, object)
+                        : json_incref(object);
+        json_decref(object);
+        char *frame = NULL;
+        size_t n = 0;
+        kc_err err;
+        kc_err_clear(&err);
+        kc_code rc = o ? ks_proto_watch_frame(type, o, &frame, &n, &err) : KC_ENOMEM;
+        json_decref(o);
+        if (rc != KC_OK) {
+            /* An object the encoding cannot carry ends the stream with an error event. */
+            json_t *st = json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status",
+                                   "apiVersion", "v1", "metadata", "status", "Failure", "message",
+                                   err.msg[0] ? err.msg : "out of memory", "reason",
+                                   "InternalError", "code", 500);
+            rc = st ? ks_proto_watch_frame("ERROR", st, &frame, &n, &err) : KC_ENOMEM;
+            json_decref(st);
+            s->done = true;
+        }
+        bool ok = rc == KC_OK && pend_add(&s->out, frame, n);
+        free(frame);
+        return ok;
+    }
     json_t *ev = object ? json_pack("{s:s, s:o}", "type", type, "object", object) : NULL;
     char *line = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
     json_decref(ev);
@@ -272,6 +299,9 @@ enum MHD_Result ks_handle_watch(ks_req *r, ks_selectors *sel)
     s->table = ks_accept_parse(ks_req_header(r, MHD_HTTP_HEADER_ACCEPT), 1u << KS_AS_TABLE,
                                &s->table_ver) == KS_AS_TABLE;
     s->include = ks_include_parse(ks_req_arg(r, "includeObject"));
+    s->proto =
+        !s->table && !(rt->t && rt->t->crd_name) &&
+        ks_media_negotiate(ks_req_header(r, MHD_HTTP_HEADER_ACCEPT), true) == KS_MEDIA_PROTOBUF;
     ks_fault_watch_init(r, &s->fault);
 
     const char *ts = ks_req_arg(r, "timeoutSeconds");
@@ -319,7 +349,9 @@ enum MHD_Result ks_handle_watch(ks_req *r, ks_selectors *sel)
         watch_free(s);
         return MHD_NO;
     }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            s->proto ? "application/vnd.kubernetes.protobuf;stream=watch"
+                                     : "application/json");
     ks_req_no_timeout(r);
     return ks_reply(r, 200, resp);
 }

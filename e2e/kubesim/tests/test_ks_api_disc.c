@@ -277,10 +277,10 @@ Test(disc, tables_for_lists_and_objects)
     json_decref(t);
     ka_resp_free(&r);
 
-    /* Protobuf first: answered as JSON. */
+    /* Protobuf first: answered in protobuf (test_ks_api_proto.c has the details). */
     r = ka_http("GET", "/api/v1/namespaces/default/pods/tp", NULL,
                 "application/vnd.kubernetes.protobuf,application/json", NULL);
-    cr_assert_str_eq(r.ctype, "application/json");
+    cr_assert_str_eq(r.ctype, "application/vnd.kubernetes.protobuf");
     ka_resp_free(&r);
     /* PartialObjectMetadataList. */
     r = ka_http("GET", "/api/v1/namespaces/default/pods", NULL,
