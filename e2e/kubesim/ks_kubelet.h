@@ -100,8 +100,13 @@ uint64_t ks_runas_all_caps(void);
  * helper opens as descriptor 3 before changing credentials, so the process reaches it as
  * /proc/self/fd/3 (KS_RUNAS_SA_PATH) as it would at a mount point. */
 #define KS_RUNAS_SA_PATH "/proc/self/fd/3"
-char **ks_runas_wrap(const ks_runas *ra, const char *helper, const char *sa_dir, char *const *argv,
-                     size_t *prog);
+/* The image's own files are the map entry's: its program, and each env value of it that is an
+ * absolute path. In a container they sit in the image's root, readable by any user; here they
+ * are host paths, possibly under directories the container's user cannot search (a checkout
+ * in a 0700 temporary directory). The helper opens them before changing credentials: it execs
+ * the program from its descriptor and hands each path on as /proc/self/fd/N. map may be NULL. */
+char **ks_runas_wrap(const ks_runas *ra, const char *helper, const char *sa_dir,
+                     const ks_image_map_entry *map, char *const *argv, size_t *prog);
 /* The helper program: $KUBESIM_RUNAS, else kubesim-runas next to the running program, else the
  * one the build made. */
 const char *ks_runas_helper(void);

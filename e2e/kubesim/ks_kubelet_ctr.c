@@ -408,7 +408,7 @@ static bool spawn(kl_ctr *c)
         goto out;
     } else if (argv && geteuid() == 0) {
         /* The helper drops to the container's credentials and execs the program. */
-        char **wrapped = ks_runas_wrap(&ra, helper, p->sa_root, argv, &prog);
+        char **wrapped = ks_runas_wrap(&ra, helper, p->sa_root, c->map, argv, &prog);
         ks_proc_strv_free(argv);
         argv = wrapped;
         for (char **v = env; v && *v && argv; v++)

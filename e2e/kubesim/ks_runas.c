@@ -193,13 +193,15 @@ kc_code ks_runas_resolve(const json_t *pod, const json_t *ctr, const ks_image_ma
     return KC_OK;
 }
 
-char **ks_runas_wrap(const ks_runas *ra, const char *helper, const char *sa_dir, char *const *argv,
-                     size_t *prog)
+char **ks_runas_wrap(const ks_runas *ra, const char *helper, const char *sa_dir,
+                     const ks_image_map_entry *map, char *const *argv, size_t *prog)
 {
-    size_t n = 0;
+    size_t n = 0, ne = 0;
     while (argv[n])
         n++;
-    char **out = calloc(n + 16, sizeof(char *));
+    while (map && map->env && map->env[ne])
+        ne++;
+    char **out = calloc(n + ne + 16, sizeof(char *));
     if (!out)
         return NULL;
     char groups[KS_RUNAS_MAX_GROUPS * 11 + 1] = "";
@@ -227,6 +229,11 @@ char **ks_runas_wrap(const ks_runas *ra, const char *helper, const char *sa_dir,
         PUSHF("--no-new-privs");
     if (sa_dir)
         PUSHF("--fd3=%s", sa_dir);
+    for (size_t i = 0; i < ne; i++) {
+        const char *eq = strchr(map->env[i], '=');
+        if (eq && eq[1] == '/')
+            PUSHF("--image-env=%.*s", (int)(eq - map->env[i]), map->env[i]);
+    }
     PUSHF("--");
     *prog = k;
     for (size_t i = 0; i < n; i++)

@@ -22,7 +22,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define MAX_GROUPS 64
+#define MAX_GROUPS    64
+#define MAX_IMAGE_ENV 16
 
 static int fail(const char *what)
 {
@@ -35,6 +36,8 @@ int main(int argc, char **argv)
     unsigned long long uid = 0, gid = 0, caps = 0;
     bool nnp = false;
     const char *fd3 = NULL;
+    const char *image_env[MAX_IMAGE_ENV];
+    size_t n_image_env = 0;
     gid_t groups[MAX_GROUPS];
     size_t ng = 0;
     int i = 1;
@@ -50,6 +53,9 @@ int main(int argc, char **argv)
             nnp = true;
         } else if (!strncmp(a, "--fd3=", 6)) {
             fd3 = a + 6;
+        } else if (!strncmp(a, "--image-env=", 12)) {
+            if (n_image_env < MAX_IMAGE_ENV)
+                image_env[n_image_env++] = a + 12;
         } else if (!strncmp(a, "--groups=", 9)) {
             for (const char *p = a + 9; *p && ng < MAX_GROUPS;) {
                 char *end;
@@ -75,6 +81,33 @@ int main(int argc, char **argv)
             return fail(fd3);
         if (fd != 3 && (dup2(fd, 3) != 3 || close(fd) != 0))
             return fail("dup2");
+    }
+    /* The image's files, opened while still root: in a container they are in the image's root,
+     * readable by any user, whatever the host directories above them allow. */
+    for (size_t e = 0; e < n_image_env; e++) {
+        const char *v = getenv(image_env[e]);
+        if (!v || v[0] != '/')
+            continue;
+        int fd = open(v, O_PATH | O_CLOEXEC);
+        if (fd < 0)
+            continue; /* the program reports a missing file itself */
+        int keep = fcntl(fd, F_DUPFD, 10);
+        close(fd);
+        char path[64];
+        if (keep < 0)
+            return fail("fcntl(F_DUPFD)");
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", keep);
+        if (setenv(image_env[e], path, 1) != 0)
+            return fail("setenv");
+    }
+    /* A script needs its descriptor open across exec (its interpreter reads /dev/fd/N). */
+    int exe = -1;
+    char head[2] = {0};
+    int probe = open(prog[0], O_RDONLY | O_CLOEXEC);
+    if (probe >= 0) {
+        bool script = read(probe, head, 2) == 2 && head[0] == '#' && head[1] == '!';
+        close(probe);
+        exe = open(prog[0], O_RDONLY | (script ? 0 : O_CLOEXEC));
     }
     if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0)
         return fail("prctl(PR_SET_KEEPCAPS)");
@@ -107,7 +140,10 @@ int main(int argc, char **argv)
         return fail("prctl(PR_SET_KEEPCAPS)");
     if (nnp && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         return fail("prctl(PR_SET_NO_NEW_PRIVS)");
-    execv(prog[0], prog);
+    if (exe >= 0)
+        fexecve(exe, prog, environ);
+    else
+        execv(prog[0], prog);
     /* What runc reports for a program it cannot start. */
     fprintf(stderr, "exec: \"%s\": %s\n", prog[0], strerror(errno));
     return errno == ENOENT ? 127 : 126;

@@ -34,15 +34,37 @@ static void setup(void)
     snprintf(tdir, sizeof(tdir), "/tmp/kskubelet.XXXXXX");
     cr_assert_not_null(mkdtemp(tdir));
     snprintf(mapfile, sizeof(mapfile), "%s/images.yaml", tdir);
-    const char *map = "images:\n"
-                      "- image: \"local/sh*\"\n"
-                      "  program: /bin/sh\n"
-                      "- image: \"local/echo-prefix:*\"\n"
-                      "  program: /bin/echo\n"
-                      "  args_prefix: [\"--from-map\"]\n"
-                      "- image: \"local/nonroot*\"\n"
-                      "  program: /bin/sh\n"
-                      "  user: \"1000:1000\"\n";
+    /* An image whose files live under tdir (0700, as mkdtemp makes it): its program (a copy of
+     * /bin/sh) and a data file named by its env. */
+    char img[300], prog[320], data[320], map[2048];
+    snprintf(img, sizeof(img), "%s/img", tdir);
+    snprintf(prog, sizeof(prog), "%s/sh", img);
+    snprintf(data, sizeof(data), "%s/data.txt", img);
+    cr_assert_eq(mkdir(img, 0755), 0);
+    FILE *in = fopen("/bin/sh", "rb"), *out = fopen(prog, "wb");
+    cr_assert(in && out);
+    char chunk[65536];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof(chunk), in)) > 0)
+        cr_assert_eq(fwrite(chunk, 1, got, out), got);
+    fclose(in);
+    fclose(out);
+    cr_assert_eq(chmod(prog, 0755), 0);
+    cr_assert_eq(ks_pki_write_file(data, "in the image\n", 13, 0644, NULL), KC_OK);
+    snprintf(map, sizeof(map),
+             "images:\n"
+             "- image: \"local/sh*\"\n"
+             "  program: /bin/sh\n"
+             "- image: \"local/echo-prefix:*\"\n"
+             "  program: /bin/echo\n"
+             "  args_prefix: [\"--from-map\"]\n"
+             "- image: \"local/nonroot*\"\n"
+             "  program: /bin/sh\n"
+             "  user: \"1000:1000\"\n"
+             "- image: \"local/hidden*\"\n"
+             "  program: %s\n"
+             "  env: {DATA: %s}\n",
+             prog, data);
     cr_assert_eq(ks_pki_write_file(mapfile, map, strlen(map), 0644, NULL), KC_OK);
     S = calloc(1, sizeof(*S));
     S->opts.dir = tdir;
@@ -1347,4 +1369,17 @@ Test(proc, image_map_user_must_be_numeric)
     cr_assert_eq(m.entries[0].user_gid, 7);
     ks_image_map_free(&m);
     unlink(path);
+}
+
+/* The image's files are readable by the container's user whatever the host directories above
+ * them allow: its program and the paths its env names sit under tdir (0700) here. */
+Test(kubelet, an_images_files_are_reachable_by_a_non_root_user)
+{
+    NEED_ROOT();
+    start(0, 0);
+    add_node(NODE_N1);
+    char *log = run_sc("local/hidden", "{\"runAsUser\":1000,\"runAsGroup\":1000}", "{}",
+                       "id -u; cat \\\"$DATA\\\"");
+    cr_assert_str_eq(log, "1000\nin the image\n");
+    free(log);
 }
