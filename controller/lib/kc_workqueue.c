@@ -497,6 +497,16 @@ long kc_workqueue_delayed_ms(kc_workqueue *q, const char *key)
     return ms;
 }
 
+bool kc_workqueue_dirty(kc_workqueue *q, const char *key)
+{
+    if (!q || !key)
+        return false;
+    pthread_mutex_lock(&q->mu);
+    bool dirty = kc_map_get(q->dirty, key) != NULL;
+    pthread_mutex_unlock(&q->mu);
+    return dirty;
+}
+
 /* Per-key exponential delay for the given failure count. */
 static double backoff_ms(const kc_workqueue *q, uintptr_t failures)
 {

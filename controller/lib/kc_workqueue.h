@@ -52,6 +52,9 @@ long kc_workqueue_peek_delay_ms(kc_workqueue *q, const char *key);
 /* The ms left until a delayed add of key (add_after, add_rate_limited) queues it; -1 when none is
  * pending. */
 long kc_workqueue_delayed_ms(kc_workqueue *q, const char *key);
+/* Whether key needs processing: queued for a worker, or re-added while being processed (a
+ * delayed add counts once it is due). */
+bool kc_workqueue_dirty(kc_workqueue *q, const char *key);
 
 /* Blocks until a key is available and hands it out: *key is malloc'd and owned by the caller, who
  * must call kc_workqueue_done(q, *key) when finished with it and then free it. Returns false (and

@@ -214,8 +214,14 @@ Test(workqueue, delayed_ms_reports_a_pending_delayed_add_only)
     cr_assert(ms > 4000 && ms <= 5000, "%ld ms", ms);
     kc_workqueue_add_after(q, "b", 30);
     expect_get(q, "a");
+    for (int i = 0; i < 200 && !kc_workqueue_dirty(q, "b"); i++)
+        usleep(10 * 1000);
+    cr_assert(kc_workqueue_dirty(q, "b"), "due: queued, no longer delayed");
+    cr_assert_eq(kc_workqueue_delayed_ms(q, "b"), -1);
     expect_get(q, "b"); /* once handed out, b's delayed add is gone */
     cr_assert_eq(kc_workqueue_delayed_ms(q, "b"), -1);
+    cr_assert_not(kc_workqueue_dirty(q, "b"));
+    cr_assert_not(kc_workqueue_dirty(NULL, "b"));
     cr_assert_eq(kc_workqueue_delayed_ms(NULL, "b"), -1);
     kc_workqueue_free(q);
 }
