@@ -100,15 +100,10 @@ int main(int argc, char **argv)
         if (setenv(image_env[e], path, 1) != 0)
             return fail("setenv");
     }
-    /* A script needs its descriptor open across exec (its interpreter reads /dev/fd/N). */
-    int exe = -1;
-    char head[2] = {0};
-    int probe = open(prog[0], O_RDONLY | O_CLOEXEC);
-    if (probe >= 0) {
-        bool script = read(probe, head, 2) == 2 && head[0] == '#' && head[1] == '!';
-        close(probe);
-        exe = open(prog[0], O_RDONLY | (script ? 0 : O_CLOEXEC));
-    }
+    /* The program too: exec'd through /proc/self/fd/N when its path is out of the user's reach.
+     * The descriptor stays open across exec: a script's interpreter, and valgrind's launcher
+     * when it traces children, open that path after the exec. */
+    int exe = open(prog[0], O_RDONLY);
     if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0)
         return fail("prctl(PR_SET_KEEPCAPS)");
     /* Capabilities beyond the kernel's last one answer EINVAL: the end of the bounding set. */
@@ -140,10 +135,13 @@ int main(int argc, char **argv)
         return fail("prctl(PR_SET_KEEPCAPS)");
     if (nnp && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         return fail("prctl(PR_SET_NO_NEW_PRIVS)");
-    if (exe >= 0)
-        fexecve(exe, prog, environ);
-    else
+    if (exe < 0 || access(prog[0], X_OK) == 0) {
         execv(prog[0], prog);
+    } else {
+        char via[64];
+        snprintf(via, sizeof(via), "/proc/self/fd/%d", exe);
+        execv(via, prog);
+    }
     /* What runc reports for a program it cannot start. */
     fprintf(stderr, "exec: \"%s\": %s\n", prog[0], strerror(errno));
     return errno == ENOENT ? 127 : 126;

@@ -11,6 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -1376,6 +1382,28 @@ Test(proc, image_map_user_must_be_numeric)
 Test(kubelet, an_images_files_are_reachable_by_a_non_root_user)
 {
     NEED_ROOT();
+    /* valgrind traces children outside /usr and /bin: this image's shell, a copy under tdir,
+     * would run under memcheck as uid 1000, which checks valgrind, not kubesim. The plain and
+     * ASan runs of this test cover it. */
+    if (RUNNING_ON_VALGRIND) {
+        /* Here: the helper is asked to open the image's paths before changing credentials. */
+        char *env[] = {"DATA=/img/data.txt", "MODE=fast", NULL};
+        char *args[] = {"/img/sh", NULL};
+        ks_image_map_entry m = {.program = "/img/sh", .env = env};
+        ks_runas ra = {.uid = 1000, .gid = 1000};
+        size_t prog = 0;
+        char **w = ks_runas_wrap(&ra, "/h", NULL, &m, args, &prog);
+        cr_assert_not_null(w);
+        bool data = false, mode = false;
+        for (size_t i = 0; i < prog; i++) {
+            data = data || !strcmp(w[i], "--image-env=DATA");
+            mode = mode || !strncmp(w[i], "--image-env=MODE", 16);
+        }
+        cr_assert(data && !mode, "an absolute path is opened, a plain value is not");
+        cr_assert_str_eq(w[prog], "/img/sh");
+        ks_proc_strv_free(w);
+        return;
+    }
     start(0, 0);
     add_node(NODE_N1);
     char *log = run_sc("local/hidden", "{\"runAsUser\":1000,\"runAsGroup\":1000}", "{}",
