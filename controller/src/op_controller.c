@@ -251,9 +251,9 @@ static bool queue_node_cb(const char *key, const json_t *node, void *ud)
 
 /* ---- the ConfigMaps the operator reads: sharing (spec.devicePlugin.config.name) and MIG
  * (spec.migManager.config.name) ----
- * The cache keeps every ConfigMap of the namespace as a stub and the data of the wanted ones
- * only; a change of one queues every node, so that a config fixed or broken is reported within
- * the reconcile that follows. */
+ * The cache keeps every ConfigMap of the namespace as its identity only (name, uid,
+ * resourceVersion) and the data of the wanted ones only; a change of one queues every node, so that
+ * a config fixed or broken is reported within the reconcile that follows. */
 
 static bool cm_wanted(op_controller *c, const char *name)
 {
@@ -277,7 +277,7 @@ static json_t *cm_transform(json_t *obj, const kc_resource *res, void *ud)
                   "resourceVersion", json_object_get(m, "resourceVersion"));
     if (out && cm_wanted(ud, name)) {
         json_t *data = json_object_get(obj, "data");
-        /* "data" present, even empty, says the stub carries the ConfigMap's data. */
+        /* "data" present, even empty, says the cached record carries the ConfigMap's data. */
         if (json_object_set_new(out, "data",
                                 json_is_object(data) ? json_incref(data) : json_object())) {
             json_decref(out);

@@ -104,13 +104,14 @@ struct op_controller {
     uv_timer_t tick;
     uv_timer_t trim; /* returns freed heap to the system now and then */
     kc_informer *policies, *nodes, *pods, *daemonsets;
-    /* ConfigMaps of the operator namespace as stubs (name, resourceVersion), with their data only
-     * for those cm_want names: the sharing configs (spec.devicePlugin.config.name) and the MIG
+    /* ConfigMaps of the operator namespace as identities (name, resourceVersion), with their data
+     * only for those cm_want names: the sharing configs (spec.devicePlugin.config.name) and the MIG
      * manager's (spec.migManager.config.name). */
     kc_informer *configmaps;
     pthread_mutex_t cm_mu; /* guards cm_want and cm_fetched */
     char cm_want[OP_CM_WANTED][256];
-    json_t *cm_fetched[OP_CM_WANTED]; /* cm_want as read directly, while its stub has no data */
+    json_t *cm_fetched[OP_CM_WANTED]; /* cm_want as read directly, while its cached record has no
+                                         data */
     op_kind *kinds;
     size_t n_kinds;
     /* Guards op_kind.inf of the kinds from optional CRDs: the policy reconcile holds the read
