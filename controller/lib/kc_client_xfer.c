@@ -250,6 +250,9 @@ static CURLcode set_transport(CURL *h, kc_client *c, long timeout_ms)
     if (!c->no_gzip)
         SET(CURLOPT_ACCEPT_ENCODING, ""); /* every encoding libcurl decodes (gzip at least) */
     SET(CURLOPT_USERAGENT, c->user_agent);
+    /* libcurl's smallest upload buffer (default 64 KiB, kept per handle): the operator's
+     * request bodies are a few KiB, larger ones go in several writes. */
+    SET(CURLOPT_UPLOAD_BUFFERSIZE, 16384L);
     SET(CURLOPT_CONNECTTIMEOUT_MS, c->opts.connect_timeout_ms);
     SET(CURLOPT_TIMEOUT_MS, timeout_ms);
     /* Dead peers of long-lived connections are found by keepalive probes. */

@@ -142,10 +142,11 @@ static void count(kc_informer *inf, unsigned long *field)
 /* ---- cache entries: a json_t reference, or with a codec its record and resourceVersion ---- */
 
 typedef struct stored {
-    void *rec;
+    void *rec; /* the codec's record, or with rec_size its copy after rv */
     /* Readers decode a record outside the cache lock: they hold a reference meanwhile, and a
      * record replaced or deleted under them is freed by the last one. */
     atomic_uint refs;
+    bool rec_inline;
     char rv[]; /* "" when the object had none */
 } stored;
 
@@ -161,8 +162,14 @@ static json_t *json_text_decode(const void *rec, void *ud)
     return json_loads(rec, 0, NULL);
 }
 
+static size_t json_text_size(const void *rec, void *ud)
+{
+    (void)ud;
+    return strlen(rec) + 1;
+}
+
 const kc_informer_codec kc_informer_json_text_codec = {json_text_encode, json_text_decode, free,
-                                                       NULL};
+                                                       NULL, json_text_size};
 
 /* What the cache keeps for obj (obj is not consumed); NULL when out of memory. */
 static void *entry_new(kc_informer *inf, json_t *obj)
@@ -172,15 +179,24 @@ static void *entry_new(kc_informer *inf, json_t *obj)
         return json_incref(obj);
     const char *rv = obj_rv(obj);
     size_t l = rv ? strlen(rv) : 0;
-    stored *e = malloc(sizeof(*e) + l + 1);
-    if (!e)
+    void *rec = cd->encode(obj, cd->ud);
+    if (!rec)
         return NULL;
+    size_t n = cd->rec_size ? cd->rec_size(rec, cd->ud) : 0;
+    stored *e = malloc(sizeof(*e) + l + 1 + n);
+    if (!e) {
+        cd->free_rec(rec);
+        return NULL;
+    }
     memcpy(e->rv, rv ? rv : "", l);
     e->rv[l] = '\0';
     atomic_init(&e->refs, 1);
-    if (!(e->rec = cd->encode(obj, cd->ud))) {
-        free(e);
-        return NULL;
+    e->rec_inline = cd->rec_size != NULL;
+    e->rec = rec;
+    if (e->rec_inline) {
+        e->rec = e->rv + l + 1;
+        memcpy(e->rec, rec, n);
+        cd->free_rec(rec);
     }
     return e;
 }
@@ -216,7 +232,8 @@ static void entry_free(const kc_informer *inf, void *v)
     stored *e = v;
     if (atomic_fetch_sub(&e->refs, 1) != 1)
         return;
-    inf->o.codec->free_rec(e->rec);
+    if (!e->rec_inline)
+        inf->o.codec->free_rec(e->rec);
     free(e);
 }
 

@@ -55,6 +55,10 @@ typedef struct kc_informer_codec {
     json_t *(*decode)(const void *rec, void *ud);
     void (*free_rec)(void *rec);
     void *ud;
+    /* Optional: the size in bytes of a record, which is then position-independent and needs no
+     * release but its memory. The cache copies such a record into its own entry (one allocation
+     * per object instead of two) and frees the encoded one at once with free_rec. */
+    size_t (*rec_size)(const void *rec, void *ud);
 } kc_informer_codec;
 
 /* A codec that keeps each object as its compact JSON text (json_dumps, JSON_COMPACT). */

@@ -761,7 +761,17 @@ static json_t *codec_decode(const void *rec, void *ud)
     return kc_pack_decode(ud, r.p + r.at, (size_t)n, NULL, 0);
 }
 
+/* The length prefix and the record it announces. */
+static size_t codec_rec_size(const void *rec, void *ud)
+{
+    (void)ud;
+    rd r = {.p = rec, .n = 10};
+    uint64_t n = 0;
+    get_varint(&r, &n); /* codec_encode wrote it */
+    return r.at + (size_t)n;
+}
+
 kc_informer_codec kc_pack_codec(kc_pack_dict *d)
 {
-    return (kc_informer_codec){codec_encode, codec_decode, free, d};
+    return (kc_informer_codec){codec_encode, codec_decode, free, d, codec_rec_size};
 }

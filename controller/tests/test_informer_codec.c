@@ -47,7 +47,18 @@ static void counting_free(void *rec)
     kc_informer_json_text_codec.free_rec(rec);
 }
 
-static const kc_informer_codec counting = {counting_encode, counting_decode, counting_free, NULL};
+static const kc_informer_codec counting = {counting_encode, counting_decode, counting_free, NULL,
+                                           NULL};
+
+static size_t text_size(const void *rec, void *ud)
+{
+    (void)ud;
+    return strlen(rec) + 1;
+}
+
+/* The same with rec_size: the cache keeps a copy of each record in its entry. */
+static const kc_informer_codec counting_inline = {counting_encode, counting_decode, counting_free,
+                                                  NULL, text_size};
 
 static void reset_counts(void)
 {
@@ -183,46 +194,76 @@ static bool updated_and_deleted(ie_env *e)
     return e->updates == 1 && e->deletes == 1;
 }
 
-/* A read decodes outside the cache lock: the watch goes on replacing and deleting the object
- * meanwhile, and the record being read is freed by the reader, not under it. */
-Test(informer_codec, reads_decode_outside_the_lock)
+/* Starts an informer over ConfigMaps ns/x (and ns/y) with codec cd, has a reader decode x while
+ * the watch replaces and deletes it, and returns what the reader got; *freed_while_read is the
+ * count of freed records before the reader was let go. */
+static json_t *read_across_replacement(ie_env *e, const kc_informer_codec *cd,
+                                       int *freed_while_read)
 {
     reset_counts();
     atomic_store(&decoding, false);
     atomic_store(&let_go, false);
     atomic_store(&held_out, false);
-    ie_env e;
-    ie_init(&e, &KC_RES_CONFIGMAPS);
-    ie_put_cm(&e, "ns", "x", "0");
+    ie_init(e, &KC_RES_CONFIGMAPS);
+    ie_put_cm(e, "ns", "x", "0");
+    ie_put_cm(e, "ns", "y", "0");
     kc_informer_opts o = ie_fast_opts();
-    o.codec = &counting;
-    ie_informer(&e, &KC_RES_CONFIGMAPS, NULL, &o);
-    ie_start_synced(&e);
-    ie_wait_watches(&e, 1);
+    o.codec = cd;
+    ie_informer(e, &KC_RES_CONFIGMAPS, NULL, &o);
+    ie_start_synced(e);
+    ie_wait_watches(e, 1);
 
     pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, slow_reader, e.inf), 0);
+    cr_assert_eq(pthread_create(&t, NULL, slow_reader, e->inf), 0);
     long long end = ie_now_ms() + 5000;
     while (!atomic_load(&decoding) && ie_now_ms() < end)
         usleep(1000);
     cr_assert(atomic_load(&decoding), "the reader never started decoding");
 
-    ie_put_cm(&e, "ns", "x", "1");
-    fakeapi_delete(e.api, "ns", "x");
-    bool applied = ie_wait_for(&e, updated_and_deleted, 5000);
-    int freed_while_read = atomic_load(&frees);
+    ie_put_cm(e, "ns", "x", "1");
+    fakeapi_delete(e->api, "ns", "x");
+    bool applied = ie_wait_for(e, updated_and_deleted, 5000);
+    *freed_while_read = atomic_load(&frees);
     atomic_store(&let_go, true);
     json_t *got = NULL;
     pthread_join(t, (void **)&got);
     cr_assert(applied && !atomic_load(&held_out),
-              "the watch waited for the reader (updates %d, deletes %d)", e.updates, e.deletes);
-    cr_assert_eq(freed_while_read, 1, "only the version nobody was reading is freed (%d)",
-                 freed_while_read);
+              "the watch waited for the reader (updates %d, deletes %d)", e->updates, e->deletes);
     cr_assert_not_null(got);
     cr_assert_str_eq(data_v(got), "0", "the reader gets the version it found");
+    cr_assert_null(kc_informer_get(e->inf, "ns", "x"));
+    return got;
+}
+
+/* A read decodes outside the cache lock: the watch goes on replacing and deleting the object
+ * meanwhile, and the record being read is freed by the reader, not under it. */
+Test(informer_codec, reads_decode_outside_the_lock)
+{
+    ie_env e;
+    int freed_while_read;
+    json_t *got = read_across_replacement(&e, &counting, &freed_while_read);
+    cr_assert_eq(freed_while_read, 1, "only the version nobody was reading is freed (%d)",
+                 freed_while_read);
     json_decref(got);
     cr_assert_eq(atomic_load(&frees), 2, "the reader freed the record it held");
-    cr_assert_null(kc_informer_get(e.inf, "ns", "x"));
+    ie_fini(&e);
+    cr_assert_eq(atomic_load(&frees), atomic_load(&encodes));
+}
+
+/* With rec_size the cache copies each record into its entry and frees the encoded one at once;
+ * a reader still decodes the version it found while the watch replaces and deletes it. */
+Test(informer_codec, inline_records_outlive_their_replacement)
+{
+    ie_env e;
+    int freed_while_read;
+    json_t *got = read_across_replacement(&e, &counting_inline, &freed_while_read);
+    cr_assert_eq(freed_while_read, atomic_load(&encodes), "encoded records are freed at once");
+    json_decref(got);
+    json_t *y = kc_informer_get(e.inf, "ns", "y");
+    cr_assert_not_null(y);
+    cr_assert_str_eq(data_v(y), "0");
+    json_decref(y);
+    ie_assert_consistent(&e);
     ie_fini(&e);
     cr_assert_eq(atomic_load(&frees), atomic_load(&encodes));
 }
