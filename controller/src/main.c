@@ -18,8 +18,7 @@
 #include "op_controller.h"
 #include "op_crd_apply.h" /* chart hook modes */
 #include "op_render.h"
-
-#define OP_VERSION "0.1.0"
+#include "op_policy.h" /* OP_VERSION */
 
 static void usage(FILE *f)
 {

@@ -517,6 +517,56 @@ static void count_app_pod(op_controller *c, const json_t *pod, int d)
     pthread_mutex_unlock(&c->mu);
 }
 
+typedef struct op_app_fail {
+    char pod[256];
+    char why[600];
+} op_app_fail;
+
+/* Keeps, per app label, a pod of ours that is failing to start; the status names it. A change
+ * queues the status: a pull error does not change the DaemonSet's counts. */
+static void note_app_failing(op_controller *c, const json_t *pod, bool gone)
+{
+    const json_t *m = json_object_get(pod, "metadata");
+    const char *app = str_at(json_object_get(m, "labels"), "app", NULL);
+    const char *name = str_at(m, "name", NULL);
+    if (!app || !name)
+        return;
+    char why[600];
+    bool failing = !gone && !json_object_get(m, "deletionTimestamp") &&
+                   op_pod_failing(pod, app, why, sizeof(why));
+    bool changed = false;
+    pthread_mutex_lock(&c->mu);
+    op_app_fail *f = c->app_failing ? kc_map_get(c->app_failing, app) : NULL;
+    if (failing && c->app_failing) {
+        if (!f && (f = calloc(1, sizeof(*f))) &&
+            kc_map_put(c->app_failing, app, f, NULL) != KC_OK) {
+            free(f);
+            f = NULL;
+        }
+        if (f && (strcmp(f->pod, name) || strcmp(f->why, why))) {
+            snprintf(f->pod, sizeof(f->pod), "%s", name);
+            snprintf(f->why, sizeof(f->why), "%s", why);
+            changed = true;
+        }
+    } else if (f && !strcmp(f->pod, name)) {
+        free(kc_map_remove(c->app_failing, app));
+        changed = true;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (changed)
+        op_enqueue(c, OP_KEY_STATUS, 200);
+}
+
+bool op_app_failing(op_controller *c, const char *app, char *why, size_t size)
+{
+    pthread_mutex_lock(&c->mu);
+    const op_app_fail *f = c->app_failing ? kc_map_get(c->app_failing, app) : NULL;
+    if (f)
+        snprintf(why, size, "%s", f->why);
+    pthread_mutex_unlock(&c->mu);
+    return f != NULL;
+}
+
 long op_app_pods(op_controller *c, const char *app)
 {
     pthread_mutex_lock(&c->mu);
@@ -530,6 +580,7 @@ static void on_pod_add(kc_informer *i, const json_t *o, void *ud)
     (void)i;
     index_pod(ud, o, true);
     count_app_pod(ud, o, 1);
+    note_app_failing(ud, o, false);
 }
 static void on_pod_upd(kc_informer *i, const json_t *a, const json_t *b, void *ud)
 {
@@ -545,12 +596,14 @@ static void on_pod_upd(kc_informer *i, const json_t *a, const json_t *b, void *u
     index_pod(ud, b, true);
     count_app_pod(ud, a, -1);
     count_app_pod(ud, b, 1);
+    note_app_failing(ud, b, false);
 }
 static void on_pod_del(kc_informer *i, const json_t *o, void *ud)
 {
     (void)i;
     index_pod(ud, o, false);
     count_app_pod(ud, o, -1);
+    note_app_failing(ud, o, true);
 }
 /* Owned objects: a change may need a re-apply (someone edited or deleted one). DaemonSet status
  * changes matter to the ClusterPolicy status. */
@@ -1126,6 +1179,7 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     c->mig_owner = kc_map_new();
     c->pods_by_node = kc_map_new();
     c->app_pods = kc_map_new();
+    c->app_failing = kc_map_new();
     c->pack = kc_pack_dict_new(KC_PACK_DICT_MAX);
     c->pack_codec = kc_pack_codec(c->pack);
     c->ds_by_state = json_object();
@@ -1139,8 +1193,8 @@ kc_code op_controller_new(const op_controller_opts *opts, op_controller **out, k
     atomic_init(&c->gpu_nodes, 0);
     kc_code rc = KC_OK;
     if (!c->ns || !c->workers || !c->results || !c->event_at || !c->admitted || !c->expect ||
-        !c->mig_owner || !c->pods_by_node || !c->app_pods || !c->pack || !c->ds_by_state ||
-        !c->kinds) {
+        !c->mig_owner || !c->pods_by_node || !c->app_pods || !c->app_failing || !c->pack ||
+        !c->ds_by_state || !c->kinds) {
         rc = kc_err_set(err, KC_ENOMEM, "out of memory");
         goto fail;
     }
@@ -1239,6 +1293,11 @@ kc_code op_controller_run(op_controller *c, kc_err *err)
     if (fresh) {
         kc_map_free(c->app_pods, NULL);
         c->app_pods = fresh;
+    }
+    kc_map *fresh_fail = kc_map_new();
+    if (fresh_fail) {
+        kc_map_free(c->app_failing, free);
+        c->app_failing = fresh_fail;
     }
     pthread_mutex_unlock(&c->mu);
     uv_timer_init(&c->loop, &c->tick);
@@ -1384,6 +1443,7 @@ void op_controller_free(op_controller *c)
     pthread_mutex_destroy(&c->mig_mu);
     kc_map_free(c->pods_by_node, free);
     kc_map_free(c->app_pods, NULL);
+    kc_map_free(c->app_failing, free);
     json_decref(c->policy);
     json_decref(c->last_spec);
     json_decref(c->ds_by_state);

@@ -145,6 +145,9 @@ struct op_controller {
     /* app label → (uintptr_t) pods in our namespace with that label and no deletionTimestamp,
      * kept by the pod handlers (under mu; emptied when a run starts its new caches) */
     kc_map *app_pods;
+    /* app label → op_app_fail: a pod of that app failing to start (the last one seen), for the
+     * status of states whose nodes are not gated (under mu) */
+    kc_map *app_failing;
 
     /* metrics */
     kc_series *m_gpu_nodes, *m_status, *m_reconciles, *m_failed, *m_last_success, *m_nfd;
@@ -208,6 +211,9 @@ op_kind *op_kind_find(op_controller *c, const char *api_version, const char *kin
 long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t start);
 /* Pods in the operator's namespace labelled app=<app> and not terminating (a DaemonSet's). */
 long op_app_pods(op_controller *c, const char *app);
+/* Whether a pod labelled app is failing to start (an image that cannot be pulled, a crash loop);
+ * why: op_pod_failing's text. */
+bool op_app_failing(op_controller *c, const char *app, char *why, size_t size);
 /* CLOCK_MONOTONIC in milliseconds (transition timings). */
 uint64_t op_mono_ms(void);
 /* Frees an op_expect (kc_map_free callback). */

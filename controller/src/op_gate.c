@@ -296,7 +296,7 @@ bool op_waiting_reason_failing(const char *reason)
 
 /* True when an operand pod is failing rather than starting (a crash loop, an image that cannot
  * be pulled, a bad config); why names the pod, the reason and the last error message. */
-static bool operand_failing(const json_t *pod, const char *ds, char *why, size_t size)
+bool op_pod_failing(const json_t *pod, const char *ds, char *why, size_t size)
 {
     if (!pod)
         return false;
@@ -313,6 +313,15 @@ static bool operand_failing(const json_t *pod, const char *ds, char *why, size_t
                     str_at(json_object_get(json_object_get(cs, "lastState"), "terminated"),
                            "message", NULL);
                 const char *msg = last ? last : str_at(w, "message", NULL);
+                /* The kubelet alternates ErrImagePull and ImagePullBackOff ("Back-off pulling
+                 * image \"X\": ErrImagePull: <error>"): one text for both, so the status does
+                 * not change with every retry. */
+                if (!strcmp(r, "ErrImagePull") || !strcmp(r, "ImagePullBackOff")) {
+                    const char *inner = msg ? strstr(msg, ": ErrImagePull: ") : NULL;
+                    if (inner && !strncmp(msg, "Back-off pulling image", 22))
+                        msg = inner + 16;
+                    r = "ImagePullBackOff";
+                }
                 snprintf(why, size, "%s pod %s is failing: container %s: %s%s%.300s", ds,
                          str_at(json_object_get(pod, "metadata"), "name", NULL) ?: "?",
                          str_at(cs, "name", NULL) ?: "?", r, msg ? ": " : "", msg ? msg : "");
@@ -609,7 +618,7 @@ static kc_code gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gat
             break;
         }
         if (!op_pod_ready(pod)) {
-            if (operand_failing(pod, stage_ds[s], out->reason, sizeof(out->reason)))
+            if (op_pod_failing(pod, stage_ds[s], out->reason, sizeof(out->reason)))
                 out->phase = OP_NODE_FAILED;
             else
                 snprintf(out->reason, sizeof(out->reason),

@@ -131,4 +131,8 @@ bool op_pod_ready(const json_t *pod);
  * image that cannot be pulled, a bad config): the reasons the gate reports. */
 bool op_waiting_reason_failing(const char *reason);
 
+/* True when an operand pod is failing rather than starting (a container waiting for a failing
+ * reason); why: "<ds> pod <name> is failing: container <c>: <reason>: <last error>". */
+bool op_pod_failing(const json_t *pod, const char *ds, char *why, size_t size);
+
 #endif

@@ -8,8 +8,10 @@
 #include "kc_error.h"
 #include "op_gate.h"
 
-/* The validator image when the spec names none. */
-#define OP_DEFAULT_VALIDATOR_IMAGE "ghcr.io/gpu-operator/gpu-operator-validator:v0.1.0"
+/* The operator's version: its images' tag (the chart's appVersion, which a unit test checks). */
+#define OP_VERSION "0.1.0"
+/* The validator image when the spec names none: this version's image, as the chart tags it. */
+#define OP_DEFAULT_VALIDATOR_IMAGE "ghcr.io/gpu-operator/gpu-operator-validator:" OP_VERSION
 /* The finalizer the operator keeps on the active ClusterPolicy. */
 #define OP_FINALIZER "nvidia.com/gpu-operator"
 

@@ -443,7 +443,7 @@ long op_reconcile_status(op_controller *c)
         if (json_array_size(dsn) == 0)
             continue;
         bool ok = true;
-        char why[256] = "";
+        char why[900] = "";
         long long total = -1, ready_nodes = -1;
         size_t i;
         json_t *d;
@@ -452,10 +452,13 @@ long op_reconcile_status(op_controller *c)
             json_t *ds = kc_informer_get(c->daemonsets, c->ns, json_string_value(d));
             if (!ds && kc_informer_has(c->daemonsets, c->ns, json_string_value(d)))
                 oom = true; /* not "not created yet" */
-            char w[200];
+            char w[200], fw[600];
             if (!ds_ready(ds, op_app_pods(c, json_string_value(d)), w, sizeof(w))) {
                 ok = false;
-                snprintf(why, sizeof(why), "DaemonSet %s: %s", json_string_value(d), w);
+                /* Why its pods are not available, when one is failing to start. */
+                bool f = op_app_failing(c, json_string_value(d), fw, sizeof(fw));
+                snprintf(why, sizeof(why), "DaemonSet %s: %s%s%s", json_string_value(d), w,
+                         f ? "; " : "", f ? fw : "");
             }
             /* A state's nodes: those of its widest DaemonSet, ready where every one is. */
             long long t_ds, r_ds;
@@ -470,7 +473,7 @@ long op_reconcile_status(op_controller *c)
             total = 0;
         if (ready_nodes < 0 || ready_nodes > total)
             ready_nodes = total;
-        char cmsg[320];
+        char cmsg[1000];
         if (ok)
             snprintf(cmsg, sizeof(cmsg), "operands ready on %lld/%lld nodes", ready_nodes, total);
         else

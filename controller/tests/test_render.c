@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "kc_yaml.h"
+#include "op_policy.h"
 #include "op_render.h"
 
 #define STATES_DIR KC_SOURCE_DIR "/states"
@@ -1146,4 +1147,20 @@ Test(render_behaviour, toolkit_runtime_follows_the_nodes)
     expect_toolkit_runtime(s, "toolkit: {env: [{name: RUNTIME, value: docker}]}\n", "containerd",
                            "containerd");
     op_states_free(s);
+}
+
+/* The validator pods' default image is the one the chart installs: this version's image at the
+ * chart's appVersion (kubesim's registry has only those tags, as ghcr.io would). */
+Test(render_behaviour, default_validator_image_is_the_charts)
+{
+    json_t *chart = NULL;
+    kc_err e = {0};
+    cr_assert_eq(kc_yaml_parse_file(KC_SOURCE_DIR "/charts/gpu-operator/Chart.yaml", &chart, &e),
+                 KC_OK, "%s", e.msg);
+    const char *app = json_string_value(json_object_get(json_array_get(chart, 0), "appVersion"));
+    cr_assert_str_eq(app, OP_VERSION);
+    char want[200];
+    snprintf(want, sizeof(want), "ghcr.io/gpu-operator/gpu-operator-validator:%s", app);
+    cr_assert_str_eq(OP_DEFAULT_VALIDATOR_IMAGE, want);
+    json_decref(chart);
 }
