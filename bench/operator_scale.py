@@ -632,7 +632,13 @@ def cmd_report(results_file, outdir, name="latest", opargs=""):
             ("one-node hop max ms", lambda r: r.get("idle_fleet_transition_ms_max")),
             ("MIG label→pods ms", lambda r: r.get("mig_label_to_validation_pods_ms")),
             ("MIG success→pods ms", lambda r: r.get("mig_success_to_validation_pods_ms"))]
+    pulls = sorted({(r.get("pull_mbps", 0), r.get("pull_latency_ms", 0)) for r in results})
+    pull_text = "; ".join(
+        "image pulls off (kubesim's images take no time to pull)" if not mbps and not lat else
+        "image pulls on: %s MB/s per node, %s ms per pull, one pull at a time per node, each "
+        "image once per node" % (mbps, lat) for mbps, lat in pulls)
     lines = ["# gpu-operator at scale (bench/run%s)" % (" " + opargs if opargs else ""), "",
+             pull_text[0].upper() + pull_text[1:] + ".", "",
              "| " + " | ".join(c[0] for c in cols) + " |",
              "|" + "---|" * len(cols)]
     for r in results:

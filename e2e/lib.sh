@@ -60,7 +60,14 @@ trap cleanup EXIT
 cluster_up() {
     if [ "$E2E_CLUSTER" = kubesim ]; then
         # --bare: the scenarios say themselves which images run locally and whether RBAC is on.
-        "$E2E_ROOT/cluster" up --bare --dir "$e2e_tmp" --kubeconfig "$KUBECONFIG_E2E" "$@" >/dev/null
+        # The fixtures' private registries exist (e2e/testdata/images-e2e.yaml).
+        local a dd=0
+        for a in "$@"; do [ "$a" != -- ] || dd=1; done
+        local -a more=()
+        [ $dd -eq 1 ] || more+=(--)
+        more+=(--images "$E2E_ROOT/testdata/images-e2e.yaml")
+        "$E2E_ROOT/cluster" up --bare --dir "$e2e_tmp" --kubeconfig "$KUBECONFIG_E2E" "$@" \
+            "${more[@]}" >/dev/null
     else
         cp "$KUBECONFIG" "$KUBECONFIG_E2E"
         # --- conformance lane: the fleet on the real cluster (nodesim, or plain nodes for kwok);

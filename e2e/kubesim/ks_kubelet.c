@@ -114,6 +114,8 @@ static void close_loop_handles(struct ks_kubelet *kl)
         uv_close((uv_handle_t *)&kl->t_hb, NULL);
     if (!uv_is_closing((uv_handle_t *)&kl->t_stop))
         uv_close((uv_handle_t *)&kl->t_stop, NULL);
+    if (!uv_is_closing((uv_handle_t *)&kl->t_pull))
+        uv_close((uv_handle_t *)&kl->t_pull, NULL);
 }
 
 static void on_stop_timer(uv_timer_t *t)
@@ -250,6 +252,7 @@ static void kubelet_free(struct ks_kubelet *kl)
     kc_map_free(kl->nodes, kl_node_free);
     kc_map_free(kl->missing, NULL);
     ks_image_map_free(&kl->imap);
+    kl_pull_free(kl);
     ks_kl_logs_free(kl->logs);
     pthread_mutex_destroy(&kl->qmu);
     free(kl);
@@ -319,6 +322,10 @@ kc_code ks_kubelet_start(ks_sim *sim, kc_err *err)
     }
     if (*logdir && (rc = ks_pki_mkdirs(logdir, err)) != KC_OK)
         goto fail;
+    if (!kl_pull_init(kl, err)) {
+        rc = err ? err->code : KC_ENOMEM;
+        goto fail;
+    }
     if ((rc = ensure_lease_namespace(kl, err)) != KC_OK)
         goto fail;
     int uvr = uv_loop_init(&kl->loop);
@@ -333,6 +340,8 @@ kc_code ks_kubelet_start(ks_sim *sim, kc_err *err)
     kl->t_hb.data = kl;
     uv_timer_init(&kl->loop, &kl->t_stop);
     kl->t_stop.data = kl;
+    uv_timer_init(&kl->loop, &kl->t_pull);
+    kl->t_pull.data = kl;
     uv_timer_start(&kl->t_hb, kl_heartbeat, 250, 250);
     sim->kubelet = kl;
     if (pthread_create(&kl->loop_thread, NULL, loop_main, kl) != 0) {
@@ -541,6 +550,11 @@ kc_code ks_kubelet_logs(ks_sim *sim, const char *ns, const char *pod, const char
     }
     const char *wr = waiting_reason(obj, container);
     if (wr) {
+        /* The kubelet's words for the common pending failures. */
+        if (!strcmp(wr, "ErrImagePull"))
+            wr = "image can't be pulled";
+        else if (!strcmp(wr, "ImagePullBackOff"))
+            wr = "trying and failing to pull image";
         rc = kc_err_set(err, KC_EBADREQUEST,
                         "container \"%s\" in pod \"%s\" is waiting to start: %s", container, pod,
                         wr);

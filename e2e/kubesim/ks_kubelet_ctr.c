@@ -272,8 +272,9 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 static void emit_started(kl_ctr *c)
 {
     kl_pod *p = c->p;
-    kl_event(p->kl, p, c, "Normal", "Pulled", "Container image \"%s\" already present on machine",
-             c->image);
+    if (!p->kl->reg) /* else the puller said what it did */
+        kl_event(p->kl, p, c, "Normal", "Pulled",
+                 "Container image \"%s\" already present on machine", c->image);
     kl_event(p->kl, p, c, "Normal", "Created", "Created container %s", c->name);
     kl_event(p->kl, p, c, "Normal", "Started", "Started container %s", c->name);
 }
@@ -486,6 +487,8 @@ out:
 
 void kl_ctr_start(kl_ctr *c)
 {
+    if (kl_pull_before_start(c))
+        return;
     if (c->map && !spawn(c))
         return;
     mark_running(c);

@@ -4,6 +4,7 @@
 #define KS_KUBELET_INT_H
 
 #include "ks_kubelet.h"
+#include "ks_registry.h"
 
 #include <stdatomic.h>
 
@@ -80,6 +81,12 @@ typedef struct kl_ctr {
     bool s_busy, r_busy, l_busy;
     bool started;          /* the startup probe passed (or there is none) */
     uint64_t run_since_ms; /* loop time the current run started (probes' initial delays) */
+    /* Image pulls (ks_kubelet_pull.c). */
+    bool pull_wait;      /* waiting for a pull job of its image */
+    bool pulled;         /* the job finished: the next start goes ahead */
+    int pull_phase;      /* 1: ErrImagePull, 2: ImagePullBackOff (t_backoff runs) */
+    int pull_backoff_ms; /* the image back-off, doubling */
+    char *pull_err;      /* the last pull's error */
 } kl_ctr;
 
 enum { ST_PENDING, ST_INIT, ST_RUNNING, ST_DONE, ST_DELETING };
@@ -133,6 +140,14 @@ struct ks_kubelet {
     bool pods_synced;
     unsigned ip_next;
     int runs; /* live kl_run */
+    /* Images (ks_kubelet_pull.c); reg NULL: every image exists, pulls take no time. */
+    ks_registry *reg;
+    kc_map *imgs;   /* node "\n" reference → image state */
+    kc_map *pullqs; /* node → its pull queue */
+    struct kl_img **active;
+    size_t n_active, cap_active;
+    uv_timer_t t_pull;
+    struct kl_ctr *pull_sync; /* the container whose start is asking for a pull right now */
 };
 
 /* ks_kubelet.c */
@@ -186,6 +201,20 @@ const char *kl_pod_phase(const kl_pod *p);
 /* ks_mutate callback (ud: kl_write_ctx) writing the kubelet's part of the status; KC_ECANCELED
  * when the pod was replaced or another writer already set a terminal phase. */
 kc_code kl_status_cb(void *ud, json_t *obj, kc_err *err);
+
+/* ks_kubelet_pull.c */
+/* Sets up the registries and the pull state (nothing when opts.any_image). */
+bool kl_pull_init(struct ks_kubelet *kl, kc_err *err);
+void kl_pull_free(struct ks_kubelet *kl);
+/* Called by kl_ctr_start: false when c's image is on the node (or was pulled at once) and the
+ * container may start now; true when it waits for a pull or its pull failed (c is waiting;
+ * kl_pod_ctr_pulled starts it later). */
+bool kl_pull_before_start(kl_ctr *c);
+void kl_pull_on_timer(uv_timer_t *t);
+/* The node was deleted: its images and pulls go with it. */
+void kl_pull_node_gone(struct ks_kubelet *kl, const char *node);
+/* ks_kubelet_pod.c: c's pull finished (or its back-off ended): start it (or pull again). */
+void kl_pod_ctr_pulled(kl_pod *p, kl_ctr *c);
 
 /* ks_kubelet_ctr.c */
 /* Starts container c: a process for mapped images, else a simulated running container. */

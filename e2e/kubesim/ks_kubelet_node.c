@@ -337,6 +337,7 @@ void kl_node_event(struct ks_kubelet *kl, ks_event_type type, json_t *obj)
         return;
     if (type == KS_DELETED) {
         kl_node_free(kc_map_remove(kl->nodes, name));
+        kl_pull_node_gone(kl, name);
         return;
     }
     bool was_new, ready_changed;
@@ -381,8 +382,10 @@ void kl_node_sync(struct ks_kubelet *kl, json_t *items)
         if (!kc_map_get(seen, k))
             gone[n++] = strdup(k);
     for (size_t j = 0; j < n; j++) {
-        if (gone[j])
+        if (gone[j]) {
             kl_node_free(kc_map_remove(kl->nodes, gone[j]));
+            kl_pull_node_gone(kl, gone[j]);
+        }
         free(gone[j]);
     }
     free(gone);

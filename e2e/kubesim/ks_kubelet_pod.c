@@ -70,6 +70,7 @@ void kl_ctr_clear(kl_ctr *c)
     free(c->name);
     free(c->image);
     free(c->message);
+    free(c->pull_err);
     json_decref(c->last_term);
 }
 
@@ -461,7 +462,7 @@ static void run_inits(kl_pod *p)
         }
         if (c->map || c->state != CS_RUNNING)
             kl_ctr_start(c);
-        if (c->map || !sim_init_done(c)) {
+        if (c->map || c->state != CS_RUNNING || !sim_init_done(c)) {
             kl_pod_write(p);
             return;
         }
@@ -469,6 +470,21 @@ static void run_inits(kl_pod *p)
         p->cur_init++;
     }
     begin_main(p);
+}
+
+void kl_pod_ctr_pulled(kl_pod *p, kl_ctr *c)
+{
+    if (p->removed || p->stage == ST_DONE || p->stage == ST_DELETING)
+        return;
+    if (c->init) {
+        if (p->stage == ST_INIT && &p->init[p->cur_init] == c)
+            run_inits(p);
+        return;
+    }
+    if (p->stage != ST_RUNNING)
+        return;
+    kl_ctr_start(c);
+    kl_pod_ctr_changed(p, c);
 }
 
 /* The pod object changed (nodesim's answers among others): a simulated init container waiting
@@ -548,7 +564,7 @@ static bool ctr_init(kl_pod *p, kl_ctr *c, const json_t *spec, bool init, size_t
         /* Startup probes always succeed once: the threshold is 1 by the API's validation. */
         c->sprobe.success_threshold = 1;
     }
-    if (c->map || c->sprobe.kind || c->rprobe.kind || c->lprobe.kind) {
+    if (c->map || c->sprobe.kind || c->rprobe.kind || c->lprobe.kind || p->kl->reg) {
         kl_timer_init(p, &c->t_backoff);
         kl_timer_init(p, &c->t_sprobe);
         kl_timer_init(p, &c->t_rprobe);

@@ -26,6 +26,15 @@ typedef struct ks_opts {
     int verbosity;           /* 0 quiet, 1 writes, 2 every request, 3 bodies */
     size_t history;          /* watch history events kept (default 20000) */
     bool no_controllers;     /* serve the API only (tests of the API layer) */
+    /* kubelet: images. Unless any_image, an image must exist in the registries (ks_registry.h:
+     * built-in facts plus images_files) or its pull fails (ErrImagePull, ImagePullBackOff). A
+     * pull takes pull_latency_ms plus the image's size over pull_mbps (MB/s; 0: no time), one
+     * at a time per node; a pulled image stays on its node. */
+    bool any_image;
+#define KS_OPTS_MAX_IMAGES_FILES 8
+    const char *images_files[KS_OPTS_MAX_IMAGES_FILES]; /* NULL-terminated when shorter */
+    double pull_mbps;
+    int pull_latency_ms;
 } ks_opts;
 
 /* An authenticated caller. */

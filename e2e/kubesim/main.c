@@ -41,6 +41,14 @@ static void usage(FILE *f)
         "  --image-map FILE       YAML `images: [{image, program, args_prefix, env}]`: pods\n"
         "                         with a matching image run the program locally\n"
         "  --rbac                 authorize ServiceAccount users with RBAC\n"
+        "  --images FILE          YAML `images: [{image: GLOB, size: 150Mi}]`: images the\n"
+        "                         registries hold besides the built-in ones (NVIDIA's\n"
+        "                         operand images, this project's, busybox, nginx, pause);\n"
+        "                         repeatable. Other images fail: ErrImagePull\n"
+        "  --any-image            every image exists (no registry check)\n"
+        "  --pull-mbps F          kubelet: a node's image download rate in MB/s (default 0:\n"
+        "                         pulls take no time); pulls run one at a time per node\n"
+        "  --pull-latency-ms N    kubelet: fixed time of every pull (default 0)\n"
         "  --pod-start-ms N       kubelet: Pending -> Running delay (default 200)\n"
         "  --pod-ready-ms N       kubelet: Running -> Ready delay (default 0)\n"
         "  --probe-scale F        kubelet: simulated containers' probe delays and\n"
@@ -103,6 +111,10 @@ static int parse_args(int argc, char **argv, cli *c)
         O_PROBE_SCALE,
         O_FRESH,
         O_NO_PERSIST,
+        O_IMAGES,
+        O_ANY_IMAGE,
+        O_PULL_MBPS,
+        O_PULL_LATENCY,
     };
     static const struct option longs[] = {
         {"dir", required_argument, NULL, O_DIR},
@@ -123,6 +135,10 @@ static int parse_args(int argc, char **argv, cli *c)
         {"faults", required_argument, NULL, O_FAULTS},
         {"fresh", no_argument, NULL, O_FRESH},
         {"no-persist", no_argument, NULL, O_NO_PERSIST},
+        {"images", required_argument, NULL, O_IMAGES},
+        {"any-image", no_argument, NULL, O_ANY_IMAGE},
+        {"pull-mbps", required_argument, NULL, O_PULL_MBPS},
+        {"pull-latency-ms", required_argument, NULL, O_PULL_LATENCY},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -221,6 +237,32 @@ static int parse_args(int argc, char **argv, cli *c)
             break;
         case O_NO_PERSIST:
             c->no_persist = true;
+            break;
+        case O_IMAGES: {
+            size_t n = 0;
+            while (n < KS_OPTS_MAX_IMAGES_FILES && o->images_files[n])
+                n++;
+            if (n == KS_OPTS_MAX_IMAGES_FILES)
+                bad = "--images may be given at most 8 times";
+            else
+                o->images_files[n] = optarg;
+            break;
+        }
+        case O_ANY_IMAGE:
+            o->any_image = true;
+            break;
+        case O_PULL_MBPS: {
+            char *end = NULL;
+            double f = strtod(optarg, &end);
+            if (!end || *end || end == optarg || !(f >= 0 && f <= 100000))
+                bad = "--pull-mbps expects megabytes per second (0-100000; 0: pulls take no time)";
+            o->pull_mbps = f;
+            break;
+        }
+        case O_PULL_LATENCY:
+            if (!parse_int(optarg, 0, 600000, &v))
+                bad = "--pull-latency-ms expects milliseconds (0-600000)";
+            o->pull_latency_ms = (int)v;
             break;
         case 'v':
             if (!parse_int(optarg, 0, 3, &v))

@@ -17,26 +17,28 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage:\n"
-               "  nodesim [run] --fleet FILE [--kubeconfig PATH] [options]\n"
-               "      registers the fleet's nodes and simulates NVIDIA's node components on them\n"
-               "  nodesim fault [--kubeconfig PATH] NODE SPEC\n"
-               "      sets the node's faults (SPEC \"\" or \"none\" clears them), e.g.\n"
-               "      xid:gpu=3  gpu-lost:gpu=7  driver-fail  mig-fail  mig-hang  notready  "
-               "slow:factor=10\n"
-               "      (several: comma-separated)\n"
-               "  nodesim check-fleet FILE       validates a fleet file and prints its nodes\n"
-               "  nodesim default-mig-config     prints the default mig-parted config.yaml\n"
-               "\n"
-               "run options:\n"
-               "  --kubeconfig PATH        API server (default: $KUBECONFIG, then ~/.kube/config)\n"
-               "  --workers N              reconcile threads (default 4)\n"
-               "  --heartbeat-s S          node Lease renewal period (default 10)\n"
-               "  --validator-image GLOB   images of validation pods (default *validator*)\n"
-               "  --ready-file PATH        written once every node is registered\n"
-               "  --driver-load-ms, --toolkit-ms, --plugin-ms, --gfd-ms, --validation-ms,\n"
-               "  --mig-apply-ms, --mig-client-timeout-ms, --reboot-ms   component timings\n"
-               "  -v                       debug logging\n");
+    fprintf(f,
+            "usage:\n"
+            "  nodesim [run] --fleet FILE [--kubeconfig PATH] [options]\n"
+            "      registers the fleet's nodes and simulates NVIDIA's node components on them\n"
+            "  nodesim fault [--kubeconfig PATH] NODE SPEC\n"
+            "      sets the node's faults (SPEC \"\" or \"none\" clears them), e.g.\n"
+            "      xid:gpu=3  gpu-lost:gpu=7  driver-fail  mig-fail  mig-hang  notready  "
+            "slow:factor=10\n"
+            "      (several: comma-separated)\n"
+            "  nodesim check-fleet FILE       validates a fleet file and prints its nodes\n"
+            "  nodesim default-mig-config     prints the default mig-parted config.yaml\n"
+            "\n"
+            "run options:\n"
+            "  --kubeconfig PATH        API server (default: $KUBECONFIG, then ~/.kube/config)\n"
+            "  --workers N              reconcile threads (default 4)\n"
+            "  --heartbeat-s S          node Lease renewal period (default 10)\n"
+            "  --validator-image GLOB   images holding the validator (default: this project's and\n"
+            "                           NVIDIA's validator and operator images)\n"
+            "  --ready-file PATH        written once every node is registered\n"
+            "  --driver-load-ms, --toolkit-ms, --plugin-ms, --gfd-ms, --validation-ms,\n"
+            "  --mig-apply-ms, --mig-client-timeout-ms, --reboot-ms   component timings\n"
+            "  -v                       debug logging\n");
 }
 
 static int check_fleet(const char *path)

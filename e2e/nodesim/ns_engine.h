@@ -23,7 +23,7 @@ typedef struct ns_engine_opts {
     const kc_config *config;    /* API server (borrowed for the call) */
     const ns_fleet *fleet;      /* borrowed; must outlive the run */
     ns_timings timings;         /* zero fields take the defaults */
-    const char *validator_glob; /* images of validation pods; NULL → "*validator*" */
+    const char *validator_glob; /* images holding the validator; NULL → ns_image_has_validator's */
     int workers;                /* reconcile threads; 0 → 4 */
     long heartbeat_s;           /* Lease renewal period; 0 → 10 */
     const char *ready_file;     /* written once every node is registered (may be NULL) */

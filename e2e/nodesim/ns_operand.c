@@ -84,29 +84,100 @@ static bool is_cuda_sample(const json_t *pod)
     return false;
 }
 
+/* Images that hold the validator: this project's image (gpu-operator and gpu-operator-validator
+ * are one image), NVIDIA's gpu-operator-validator (until v25.3) and NVIDIA's operator image, which
+ * carries the validator since v25.10. */
+static const char *const validator_images[] = {
+    "*gpu-operator-validator:*",
+    "*gpu-operator-validator@*",
+    "*/gpu-operator:*",
+    "*/gpu-operator@*",
+};
+
+bool ns_image_has_validator(const char *img, const char *glob)
+{
+    if (!img)
+        return false;
+    if (glob)
+        return fnmatch(glob, img, 0) == 0;
+    for (size_t i = 0; i < sizeof(validator_images) / sizeof(validator_images[0]); i++)
+        if (fnmatch(validator_images[i], img, 0) == 0)
+            return true;
+    return false;
+}
+
+static const char *const validator_programs[] = {"gpu-validator", "nvidia-validator", "vectorAdd"};
+
+/* The validator program a container runs (its command, or a shell's script in its args), or
+ * NULL; *direct tells whether it is the command itself (not started through a shell). */
+static const char *validator_program(const json_t *c, bool *direct)
+{
+    const char *cmd = json_string_value(json_array_get(json_object_get(c, "command"), 0));
+    if (cmd) {
+        const char *base = strrchr(cmd, '/');
+        base = base ? base + 1 : cmd;
+        for (size_t k = 0; k < 3; k++)
+            if (!strcmp(base, validator_programs[k])) {
+                *direct = true;
+                return validator_programs[k];
+            }
+    }
+    *direct = false;
+    const char *keys[2] = {"command", "args"};
+    for (int i = 0; i < 2; i++) {
+        size_t j;
+        const json_t *a;
+        json_array_foreach(json_object_get(c, keys[i]), j, a)
+        {
+            const char *w = json_string_value(a);
+            for (size_t k = 0; w && k < 3; k++)
+                if (strstr(w, validator_programs[k]))
+                    return validator_programs[k];
+        }
+    }
+    return NULL;
+}
+
+/* A validation pod runs a validator program from an image that holds it: labels do not make a
+ * busybox pod validate anything, nor does the operator's image running something else (its
+ * cleanup hook). */
 static bool runs_validator(const json_t *pod, const char *glob)
 {
     if (is_cuda_sample(pod))
         return true;
-    const char *app = label(pod, "app");
-    if (app &&
-        (!strcmp(app, "nvidia-cuda-validator") || !strcmp(app, "nvidia-device-plugin-validator")))
-        return true;
-    size_t i;
-    const json_t *c;
-    json_array_foreach(json_object_get(json_object_get(pod, "spec"), "containers"), i, c)
-    {
-        const char *img = json_string_value(json_object_get(c, "image"));
-        if (img && fnmatch(glob ? glob : "*validator*", img, 0) == 0)
-            return true;
-        const char *cmd = json_string_value(json_array_get(json_object_get(c, "command"), 0));
-        if (cmd) {
-            const char *base = strrchr(cmd, '/');
-            if (strcmp(base ? base + 1 : cmd, "gpu-validator") == 0)
+    /* NVIDIA's workload pods run vectorAdd in an init container. */
+    const char *lists[2] = {"initContainers", "containers"};
+    for (int l = 0; l < 2; l++) {
+        size_t i;
+        const json_t *c;
+        json_array_foreach(json_object_get(json_object_get(pod, "spec"), lists[l]), i, c)
+        {
+            bool direct;
+            const char *img = json_string_value(json_object_get(c, "image"));
+            if (!ns_image_has_validator(img, glob))
+                continue;
+            /* A validator image without a command runs its entrypoint, the validator. */
+            if (validator_program(c, &direct) ||
+                (!json_object_get(c, "command") && img && strstr(img, "validator")))
                 return true;
         }
     }
     return false;
+}
+
+const char *ns_missing_program(const json_t *pod, const char *glob, bool *direct)
+{
+    if (!runs_to_completion(pod) || runs_validator(pod, glob))
+        return NULL;
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(json_object_get(pod, "spec"), "containers"), i, c)
+    {
+        const char *prog = validator_program(c, direct);
+        if (prog)
+            return prog;
+    }
+    return NULL;
 }
 
 ns_operand ns_operand_of_pod(const json_t *pod, const char *validator_glob)

@@ -28,16 +28,29 @@ typedef enum ns_operand {
 
 const char *ns_operand_name(ns_operand op);
 
+/* Whether an image holds the validator: it matches glob (fnmatch) when given, else it is this
+ * project's image (.../gpu-operator-validator:TAG, .../gpu-operator:TAG), NVIDIA's
+ * gpu-operator-validator or NVIDIA's operator image (the validator's home since v25.10). */
+bool ns_image_has_validator(const char *image, const char *glob);
+
 /* Classifies a pod. Validation pods are pods that run to completion (restartPolicy Never or
- * OnFailure) whose app label is nvidia-cuda-validator / nvidia-device-plugin-validator, whose
- * container runs `gpu-validator`, whose image matches validator_glob (fnmatch; NULL →
- * "*validator*") or is NVIDIA's CUDA vectorAdd sample (images cuda-sample:vectoradd-... and
- * nvidia/samples:vectoradd-...: users' smoke test). Operand DaemonSet pods are known by their app
- * label (NVIDIA's names: nvidia-driver-daemonset, nvidia-container-toolkit-daemonset,
- * nvidia-device-plugin-daemonset, nvidia-device-plugin-mps-control-daemon, gpu-feature-discovery,
- * nvidia-dcgm, nvidia-dcgm-exporter, nvidia-mig-manager, nvidia-operator-validator), else by image
- * name. */
+ * OnFailure) with a container or init container (NVIDIA's workload pods) running gpu-validator,
+ * nvidia-validator or vectorAdd (its command or in a shell script) from an image that holds the
+ * validator (ns_image_has_validator), or whose
+ * image is NVIDIA's CUDA vectorAdd sample (images cuda-sample:vectoradd-... and
+ * nvidia/samples:vectoradd-...: users' smoke test). A pod labelled nvidia-cuda-validator or running
+ * `gpu-validator` from another image validates nothing (see ns_missing_program). Operand DaemonSet
+ * pods are known by their app label (NVIDIA's names: nvidia-driver-daemonset,
+ * nvidia-container-toolkit-daemonset, nvidia-device-plugin-daemonset,
+ * nvidia-device-plugin-mps-control-daemon, gpu-feature-discovery, nvidia-dcgm,
+ * nvidia-dcgm-exporter, nvidia-mig-manager, nvidia-operator-validator), else by image name. */
 ns_operand ns_operand_of_pod(const json_t *pod, const char *validator_glob);
+
+/* For a run-to-completion pod that is no validation pod but runs a validator program
+ * (gpu-validator, nvidia-validator, vectorAdd) from an image without it: that program, else NULL.
+ * *direct: the program is the container's command (containerd cannot start it), not a word of a
+ * shell script (the shell exits 127). */
+const char *ns_missing_program(const json_t *pod, const char *validator_glob, bool *direct);
 
 /* The value of env var `name` in any container of the pod (first found), or an `--name=value`
  * / `--name value` argument where arg is given; NULL when absent. Borrowed from pod. */

@@ -513,8 +513,18 @@ static void mig_manager(step *s)
 
 /* ---- validation pods ---- */
 
+static void finish_pod_as(step *s, const json_t *pod, int code, const char *reason,
+                          const char *log);
+
 static void finish_pod(step *s, const json_t *pod, bool ok, const char *log)
 {
+    finish_pod_as(s, pod, ok ? 0 : 1, ok ? "Completed" : "Error", log);
+}
+
+/* Ends a run-to-completion pod: its containers terminated with code and reason. */
+static void finish_pod_as(step *s, const json_t *pod, int code, const char *reason, const char *log)
+{
+    bool ok = code == 0;
     char now[32];
     rfc3339(now);
     json_t *statuses = json_array();
@@ -527,8 +537,8 @@ static void finish_pod(step *s, const json_t *pod, bool ok, const char *log)
             json_pack("{s:s, s:s, s:s, s:b, s:b, s:i, s:{s:{s:i, s:s, s:s, s:s, s:s}}}", "name",
                       str_at(c, "name", NULL) ?: "", "image", str_at(c, "image", NULL) ?: "",
                       "imageID", "", "ready", 0, "started", 0, "restartCount", 0, "state",
-                      "terminated", "exitCode", ok ? 0 : 1, "reason", ok ? "Completed" : "Error",
-                      "message", log, "startedAt", now, "finishedAt", now));
+                      "terminated", "exitCode", code, "reason", reason, "message", log, "startedAt",
+                      now, "finishedAt", now));
     }
     json_t *patch = json_pack(
         "{s:{s:s, s:[{s:s, s:s, s:s, s:s}, {s:s, s:s, s:s, s:s}], s:o}}", "status", "phase",
@@ -560,6 +570,27 @@ static void validations(step *s, const ns_node_view *view)
     const json_t *p;
     json_array_foreach(s->pods, i, p)
     {
+        bool direct = false;
+        const char *missing = ns_missing_program(p, s->e->o.validator_glob, &direct);
+        if (missing) {
+            /* As containerd answers a command the image does not have; a shell says it. */
+            const char *phase = str_at(p, "status", "phase");
+            if (phase && !strcmp(phase, "Running") &&
+                !json_object_get(json_object_get(p, "metadata"), "deletionTimestamp")) {
+                char msg[512];
+                if (direct)
+                    snprintf(msg, sizeof(msg),
+                             "failed to create containerd task: failed to create shim task: OCI "
+                             "runtime create failed: runc create failed: unable to start "
+                             "container process: error during container init: exec: \"%s\": "
+                             "executable file not found in $PATH: unknown",
+                             missing);
+                else
+                    snprintf(msg, sizeof(msg), "sh: 1: %s: not found\n", missing);
+                finish_pod_as(s, p, direct ? 128 : 127, direct ? "StartError" : "Error", msg);
+            }
+            continue;
+        }
         if (ns_operand_of_pod(p, s->e->o.validator_glob) != NS_OP_VALIDATION)
             continue;
         const char *phase = str_at(p, "status", "phase");

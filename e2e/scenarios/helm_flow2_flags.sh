@@ -3,7 +3,11 @@
 # MIG mode changes need a reboot). Every flag has its effect: migManager.WITH_REBOOT reaches the
 # MIG manager's env (so the reboot-only nodes reach success), migManager.default labels the nodes
 # all-balanced (16/8/8 under the mixed strategy), operator.defaultRuntime reaches the toolkit,
-# the versions reach the DaemonSet images. A mistyped key fails the install naming the key.
+# the versions reach the DaemonSet images. A mistyped key fails the install naming the key. The
+# post's gfd.version=v0.8.0 names an image NVIDIA never published (GFD lives in the device
+# plugin's image since v0.15; k8s-device-plugin:v0.8.0 does not exist): the GFD pods cannot pull
+# it, the ClusterPolicy's status says so with containerd's error, and the user's fix (a published
+# version) makes the rest of the flow go on.
 # nfd.enabled=true (NVIDIA's default) installs: the notes say the chart deploys no NFD, which label
 # the operator needs, and how many nodes carry it (a warning when none does).
 source "$(dirname "$0")/../lib.sh"
@@ -68,6 +72,23 @@ until_eq "GFD image" "nvcr.io/nvidia/k8s-device-plugin:v0.8.0" 60 \
     ds_image_ns gpu-feature-discovery gpu-feature-discovery
 assert_eq "device plugin MIG strategy" "mixed" \
     "$(kd get ds nvidia-device-plugin-daemonset -o jsonpath='{.spec.template.spec.containers[?(@.name=="nvidia-device-plugin")].env[?(@.name=="MIG_STRATEGY")].value}')"
+
+if kubesim_only "image pulls are kubesim's kubelet's (kwok runs every image)"; then
+    step "gfd.version=v0.8.0 does not exist: the status names the pull error"
+    gfd_cond() { k get clusterpolicy cluster-policy -o jsonpath='{.status.conditions[?(@.type=="gpu-feature-discovery")].message}'; }
+    until_eq "GFD condition names the pull error" "yes" 60 bash -c \
+        "kubectl --kubeconfig $KUBECONFIG_E2E get clusterpolicy cluster-policy -o jsonpath='{.status.conditions[?(@.type==\"gpu-feature-discovery\")].message}' | grep -q 'ImagePullBackOff: rpc error: code = NotFound' && echo yes"
+    assert_contains "containerd's error" \
+        'failed to resolve reference "nvcr.io/nvidia/k8s-device-plugin:v0.8.0": nvcr.io/nvidia/k8s-device-plugin:v0.8.0: not found' \
+        "$(gfd_cond)"
+    assert_contains "the pod's state" "ImagePullBackOff" \
+        "$(kd get pods -l app=gpu-feature-discovery -o jsonpath='{.items[*].status.containerStatuses[0].state.waiting.reason}')"
+fi
+step "the fix: a published GFD version"
+h upgrade gpuo charts/gpu-operator --reuse-values --set gfd.version=v0.17.0 "${PORT_FLAGS[@]}" >/dev/null \
+    || fail "helm upgrade --set gfd.version=v0.17.0"
+until_eq "GFD image" "nvcr.io/nvidia/k8s-device-plugin:v0.17.0" 60 \
+    ds_image_ns gpu-feature-discovery gpu-feature-discovery
 
 step "migManager.default: both nodes labelled all-balanced, rebooted, success, 16/8/8"
 for n in p4d-0 p4d-1; do

@@ -76,6 +76,7 @@ static void setup(void)
     S->opts.dir = tdir;
     S->opts.node_heartbeat_s = 1;
     S->opts.image_map = mapfile;
+    S->opts.any_image = true; /* the suite "pull" checks the registries */
     S->store = ks_store_new(0);
     kc_err e = {0};
     cr_assert_eq(ks_types_register_builtin(S->store, &e), KC_OK, "%s", e.msg);
@@ -1410,4 +1411,213 @@ Test(kubelet, an_images_files_are_reachable_by_a_non_root_user)
                        "id -u; cat \\\"$DATA\\\"");
     cr_assert_str_eq(log, "1000\nin the image\n");
     free(log);
+}
+
+/* ---- images: the registries, pulls and their back-off ---- */
+
+static void setup_pull(void)
+{
+    setup();
+    S->opts.any_image = false;
+}
+
+TestSuite(pull, .init = setup_pull, .fini = teardown, .timeout = 120);
+
+static bool waiting_is(const json_t *pod, const void *arg)
+{
+    const char *r = jstr(pod, "status.containerStatuses.0.state.waiting.reason");
+    return r && !strcmp(r, arg);
+}
+
+/* The events of pod with `reason`, messages joined by newlines (caller frees). */
+static char *events_of(const char *pod, const char *reason)
+{
+    const ks_rtype *et = ks_store_type(S->store, "", "v1", "events");
+    json_t *items = NULL;
+    cr_assert_eq(ks_list(S->store, et, "default", NULL, &items, NULL, NULL, NULL), KC_OK);
+    size_t cap = 1, len = 0, i;
+    char *out = calloc(1, cap);
+    json_t *ev;
+    json_array_foreach(items, i, ev)
+    {
+        if (strcmp(jstr(ev, "involvedObject.name"), pod) || strcmp(jstr(ev, "reason"), reason))
+            continue;
+        char line[2048];
+        int n = snprintf(line, sizeof(line), "%s\n", jstr(ev, "message"));
+        out = realloc(out, cap += (size_t)n);
+        memcpy(out + len, line, (size_t)n + 1);
+        len += (size_t)n;
+    }
+    json_decref(items);
+    return out;
+}
+
+/* Waits for pod's container to wait for `reason`, then checks the message of that state. */
+static void expect_waiting(const char *pod, const char *reason, const char *msg)
+{
+    json_t *p = wait_pod(pod, waiting_is, reason, reason);
+    cr_assert_str_eq(jstr(p, "status.containerStatuses.0.state.waiting.message"), msg, "%s", pod);
+    json_decref(p);
+}
+
+#define NOT_FOUND_0_1_0                                                                            \
+    "rpc error: code = NotFound desc = failed to pull and unpack image "                           \
+    "\"nvcr.io/nvidia/gpu-operator:0.1.0\": failed to resolve reference "                          \
+    "\"nvcr.io/nvidia/gpu-operator:0.1.0\": nvcr.io/nvidia/gpu-operator:0.1.0: not found"
+
+Test(pull, an_image_the_registry_lacks_goes_errimagepull_then_imagepullbackoff)
+{
+    start(0, 0);
+    add_node(NODE_N1);
+    create("pods", "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\","
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"nvcr.io/nvidia/gpu-operator:0.1.0\""
+                   "}]}}");
+    json_t *p = wait_pod("p", waiting_is, "ErrImagePull", "ErrImagePull");
+    cr_assert_str_eq(jstr(p, "status.phase"), "Pending");
+    cr_assert_str_eq(jstr(p, "status.containerStatuses.0.state.waiting.message"), NOT_FOUND_0_1_0);
+    json_decref(p);
+    p = wait_pod("p", waiting_is, "ImagePullBackOff", "ImagePullBackOff");
+    cr_assert_str_eq(jstr(p, "status.containerStatuses.0.state.waiting.message"),
+                     "Back-off pulling image \"nvcr.io/nvidia/gpu-operator:0.1.0\": "
+                     "ErrImagePull: " NOT_FOUND_0_1_0);
+    json_decref(p);
+    char *w = warnings_of("p");
+    cr_assert_not_null(strstr(w, "Failed: Failed to pull image \"nvcr.io/nvidia/gpu-operator:0.1.0"
+                                 "\": " NOT_FOUND_0_1_0 "\n"),
+                       "%s", w);
+    cr_assert_not_null(strstr(w, "Failed: Error: ErrImagePull\n"), "%s", w);
+    cr_assert_not_null(strstr(w, "Failed: Error: ImagePullBackOff\n"), "%s", w);
+    free(w);
+    char *b = events_of("p", "BackOff");
+    cr_assert_not_null(strstr(b, "Back-off pulling image \"nvcr.io/nvidia/gpu-operator:0.1.0\""),
+                       "%s", b);
+    free(b);
+    /* It keeps trying: the back-off (100 ms doubling to 400 ms here) ends in another pull. */
+    usleep(1200 * 1000);
+    char *pulling = events_of("p", "Pulling");
+    size_t tries = 0;
+    for (const char *s = pulling; (s = strstr(s, "Pulling image")); s++)
+        tries++;
+    cr_assert_geq(tries, 3, "%s", pulling);
+    free(pulling);
+    char *out = NULL;
+    size_t len = 0;
+    kc_err e = {0};
+    cr_assert_eq(ks_kubelet_logs(S, "default", "p", "c", -1, &out, &len, &e), KC_EBADREQUEST);
+    cr_assert(strstr(e.msg, "is waiting to start: trying and failing to pull image") ||
+                  strstr(e.msg, "is waiting to start: image can't be pulled"),
+              "%s", e.msg);
+    free(out);
+}
+
+Test(pull, containerds_errors_name_the_cause)
+{
+    start(0, 0);
+    add_node(NODE_N1);
+    create("pods", "{\"metadata\":{\"name\":\"host\"},\"spec\":{\"nodeName\":\"n1\","
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"mirror.invalid:5000/nvidia/"
+                   "driver:1\"}]}}");
+    create("pods", "{\"metadata\":{\"name\":\"hub\"},\"spec\":{\"nodeName\":\"n1\","
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"no-such-image\"}]}}");
+    create("pods", "{\"metadata\":{\"name\":\"upper\"},\"spec\":{\"nodeName\":\"n1\","
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"Busybox:1\"}]}}");
+    create("pods", "{\"metadata\":{\"name\":\"never\"},\"spec\":{\"nodeName\":\"n1\","
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"busybox:1.36\","
+                   "\"imagePullPolicy\":\"Never\"}]}}");
+    expect_waiting("host", "ErrImagePull",
+                   "rpc error: code = Unknown desc = failed to pull and unpack image "
+                   "\"mirror.invalid:5000/nvidia/driver:1\": failed to resolve reference "
+                   "\"mirror.invalid:5000/nvidia/driver:1\": failed to do request: Head "
+                   "\"https://mirror.invalid:5000/v2/nvidia/driver/manifests/1\": dial tcp: lookup "
+                   "mirror.invalid: no such host");
+    expect_waiting("hub", "ErrImagePull",
+                   "rpc error: code = Unknown desc = failed to pull and unpack image "
+                   "\"docker.io/library/no-such-image:latest\": failed to resolve reference "
+                   "\"docker.io/library/no-such-image:latest\": pull access denied, repository "
+                   "does not exist or may require authorization: server message: "
+                   "insufficient_scope: authorization failed");
+    expect_waiting("upper", "InvalidImageName",
+                   "Failed to apply default image tag \"Busybox:1\": couldn't parse image name "
+                   "\"Busybox:1\": invalid reference format: repository name (library/Busybox) "
+                   "must be lowercase");
+    expect_waiting("never", "ErrImageNeverPull",
+                   "Container image \"busybox:1.36\" is not present with pull policy of Never");
+}
+
+static bool running_ctr(const json_t *pod, const void *arg)
+{
+    (void)arg;
+    return jpath(pod, "status.containerStatuses.0.state.running") != NULL;
+}
+
+Test(pull, pulls_take_their_time_one_at_a_time_and_once_per_node)
+{
+    /* 150 MiB device plugin, 120 MiB toolkit at 100 MB/s plus 50 ms: 1,623 ms and 1,308 ms. */
+    S->opts.pull_mbps = 100;
+    S->opts.pull_latency_ms = 50;
+    start(0, 0);
+    add_node(NODE_N1);
+    add_node("{\"metadata\":{\"name\":\"n2\"}}");
+    long long t0 = now_ms();
+    create("pods", "{\"metadata\":{\"name\":\"dp\"},\"spec\":{\"nodeName\":\"n1\","
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"nvcr.io/nvidia/k8s-device-plugin:"
+                   "v0.20.0\"}]}}");
+    usleep(100 * 1000);
+    create("pods", "{\"metadata\":{\"name\":\"tk\"},\"spec\":{\"nodeName\":\"n1\","
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"nvcr.io/nvidia/k8s/"
+                   "container-toolkit:v1.20.0\"}]}}");
+    json_t *p = wait_pod("dp", running_ctr, NULL, "running");
+    long long dp_ms = now_ms() - t0;
+    json_decref(p);
+    p = wait_pod("tk", running_ctr, NULL, "running");
+    long long tk_ms = now_ms() - t0;
+    json_decref(p);
+    cr_assert_geq(dp_ms, 1623, "device plugin running after %lld ms", dp_ms);
+    /* The toolkit waited for the device plugin's pull: serialized pulls. */
+    cr_assert_geq(tk_ms, 1623 + 1308, "toolkit running after %lld ms", tk_ms);
+    char *pulled = events_of("dp", "Pulled");
+    cr_assert_not_null(strstr(pulled, "Successfully pulled image \"nvcr.io/nvidia/k8s-device-plugin"
+                                      ":v0.20.0\" in 1.622s ("),
+                       "%s", pulled);
+    cr_assert_not_null(strstr(pulled, "including waiting). Image size: 157286400 bytes.\n"), "%s",
+                       pulled);
+    free(pulled);
+    pulled = events_of("tk", "Pulled");
+    cr_assert_not_null(strstr(pulled, "in 1.308s ("), "%s", pulled);
+    free(pulled);
+    /* Once on the node: a second pod starts without a pull. The other node pulls it again. */
+    t0 = now_ms();
+    create("pods", "{\"metadata\":{\"name\":\"dp2\"},\"spec\":{\"nodeName\":\"n1\","
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"nvcr.io/nvidia/k8s-device-plugin:"
+                   "v0.20.0\"}]}}");
+    create("pods", "{\"metadata\":{\"name\":\"dp3\"},\"spec\":{\"nodeName\":\"n2\","
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"nvcr.io/nvidia/k8s-device-plugin:"
+                   "v0.20.0\"}]}}");
+    p = wait_pod("dp2", running_ctr, NULL, "running");
+    long long dp2_ms = now_ms() - t0;
+    json_decref(p);
+    cr_assert_lt(dp2_ms, 1000, "an image on the node was pulled again (%lld ms)", dp2_ms);
+    pulled = events_of("dp2", "Pulled");
+    cr_assert_str_eq(pulled,
+                     "Container image \"nvcr.io/nvidia/k8s-device-plugin:v0.20.0\" already present "
+                     "on machine\n");
+    free(pulled);
+    p = wait_pod("dp3", running_ctr, NULL, "running");
+    cr_assert_geq(now_ms() - t0, 1623);
+    json_decref(p);
+}
+
+Test(pull, mapped_images_are_the_projects_own_and_exist)
+{
+    start(0, 0);
+    add_node(NODE_N1);
+    create("pods", "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\","
+                   "\"restartPolicy\":\"Never\",\"containers\":[{\"name\":\"c\",\"image\":"
+                   "\"local/sh:1\",\"command\":[\"sh\",\"-c\",\"exit 0\"]}]}}");
+    json_t *p = wait_pod("p", phase_is, "Succeeded", "Succeeded");
+    json_decref(p);
+    char *pulled = events_of("p", "Pulled");
+    cr_assert_not_null(strstr(pulled, "Successfully pulled image \"local/sh:1\" in 0s"), "%s",
+                       pulled);
+    free(pulled);
 }

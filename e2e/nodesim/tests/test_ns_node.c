@@ -167,9 +167,50 @@ Test(operand, classification)
     cr_assert_eq(ns_pod_mig_strategy(p, NULL), NS_MIG_MIXED);
     cr_assert_eq(ns_operand_of_pod(p, "*other*"), NS_OP_NONE, "the glob decides");
     json_decref(p);
-    p = pod("spec: {restartPolicy: Never, containers: [{name: c, image: busybox,"
+    /* The image decides, not the command or the label: busybox has no validator. */
+    p = pod("metadata: {labels: {app: nvidia-cuda-validator}}\n"
+            "spec: {restartPolicy: Never, containers: [{name: c, image: busybox,"
             " command: [/usr/bin/gpu-validator]}]}\n");
-    cr_assert_eq(ns_operand_of_pod(p, NULL), NS_OP_VALIDATION, "by command");
+    cr_assert_eq(ns_operand_of_pod(p, NULL), NS_OP_NONE, "a command is no validator");
+    bool direct = false;
+    cr_assert_str_eq(ns_missing_program(p, NULL, &direct), "gpu-validator");
+    cr_assert(direct);
+    json_decref(p);
+    /* NVIDIA's validator lives in its operator image since v25.10; ours in one image too. */
+    const char *const holders[] = {"nvcr.io/nvidia/gpu-operator:v26.7.0",
+                                   "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.3.4",
+                                   "ghcr.io/gpu-operator/gpu-operator:0.1.0",
+                                   "ghcr.io/gpu-operator/gpu-operator-validator:dev"};
+    for (size_t i = 0; i < 4; i++)
+        cr_assert(ns_image_has_validator(holders[i], NULL), "%s", holders[i]);
+    cr_assert_not(ns_image_has_validator("nvcr.io/nvidia/k8s-device-plugin:v0.20.0", NULL));
+    cr_assert_not(ns_image_has_validator("busybox:1.36", NULL));
+    p = pod("spec: {restartPolicy: Never, containers: [{name: c, image: "
+            "nvcr.io/nvidia/gpu-operator:v26.7.0, command: [nvidia-validator]}]}\n");
+    cr_assert_eq(ns_operand_of_pod(p, NULL), NS_OP_VALIDATION);
+    cr_assert_null(ns_missing_program(p, NULL, &direct));
+    json_decref(p);
+    /* The operator's image running the operator (its uninstall hook) validates nothing. */
+    p = pod("spec: {restartPolicy: Never, containers: [{name: c, image: "
+            "ghcr.io/gpu-operator/gpu-operator:0.1.0, command: [gpu-operator], args: "
+            "[--delete-clusterpolicy=cluster-policy]}]}\n");
+    cr_assert_eq(ns_operand_of_pod(p, NULL), NS_OP_NONE);
+    cr_assert_null(ns_missing_program(p, NULL, &direct));
+    json_decref(p);
+    /* NVIDIA's workload pod runs vectorAdd in an init container. */
+    p = pod("spec: {restartPolicy: OnFailure, initContainers: [{name: cuda-validation, image: "
+            "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.3.0, command: [sh, -c], args: "
+            "[vectorAdd]}], containers: [{name: c, image: "
+            "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.3.0, command: [sh, -c], args: "
+            "[echo cuda workload validation is successful]}]}\n");
+    cr_assert_eq(ns_operand_of_pod(p, NULL), NS_OP_VALIDATION);
+    json_decref(p);
+    /* NVIDIA's workload pod: vectorAdd in a shell; from busybox the shell cannot find it. */
+    p = pod("spec: {restartPolicy: OnFailure, containers: [{name: c, image: busybox:1.36,"
+            " command: [sh, -c], args: [vectorAdd]}]}\n");
+    cr_assert_eq(ns_operand_of_pod(p, NULL), NS_OP_NONE);
+    cr_assert_str_eq(ns_missing_program(p, NULL, &direct), "vectorAdd");
+    cr_assert_not(direct);
     json_decref(p);
     p = pod("spec: {volumes: [{name: a, emptyDir: {}}, {name: config, configMap: {name: ts}}]}\n");
     const char *const names[] = {"config", NULL};

@@ -1,0 +1,488 @@
+/* ks_kubelet_pull: images on simulated nodes, as the kubelet and containerd handle them. Before a
+ * container starts, its image must be on the node: imagePullPolicy decides whether it is pulled
+ * (Always: every start; IfNotPresent: once per node; Never: never). A pull asks the registries
+ * (ks_registry): an image that does not exist fails with containerd's error, ErrImagePull, then
+ * ImagePullBackOff with the kubelet's doubling back-off. Pulls on one node run one at a time
+ * (the kubelet's default serializeImagePulls) and take --pull-latency-ms plus the image's size
+ * over the node's --pull-mbps; an image pulled once stays on the node. */
+#include "ks_kubelet_int.h"
+
+#include "kc_log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct kl_waiter {
+    char *pod_key, *uid;
+    bool init;
+    size_t idx;
+} kl_waiter;
+
+/* One image on one node: present, and/or with a pull job queued or running. */
+typedef struct kl_img {
+    char *key;  /* node "\n" normalized reference */
+    char *node; /* node name */
+    char *ref;  /* normalized reference (containerd's name) */
+    bool present;
+    bool job;           /* a pull is queued or running */
+    bool running;       /* the job holds the node's puller */
+    bool job_fails;     /* the registry does not have it */
+    char *fail_msg;     /* containerd's error when job_fails */
+    uint64_t size;      /* bytes */
+    uint64_t cost_ms;   /* the job's pull time once it runs */
+    uint64_t queued_ms; /* loop time the job was queued */
+    uint64_t start_ms;  /* loop time it started running */
+    uint64_t done_ms;   /* loop time it ends (running) */
+    kl_waiter *w;
+    size_t nw, capw;
+    struct kl_img *qnext; /* the node's queue */
+} kl_img;
+
+typedef struct kl_pullq {
+    kl_img *head, *tail; /* queued jobs, head runs first */
+    kl_img *running;
+} kl_pullq;
+
+static void waiter_free(kl_waiter *w)
+{
+    free(w->pod_key);
+    free(w->uid);
+}
+
+static void img_free(void *v)
+{
+    kl_img *img = v;
+    if (!img)
+        return;
+    for (size_t i = 0; i < img->nw; i++)
+        waiter_free(&img->w[i]);
+    free(img->w);
+    free(img->key);
+    free(img->node);
+    free(img->ref);
+    free(img->fail_msg);
+    free(img);
+}
+
+bool kl_pull_init(struct ks_kubelet *kl, kc_err *err)
+{
+    if (kl->sim->opts.any_image)
+        return true;
+    kl->reg = ks_registry_new();
+    kl->imgs = kc_map_new();
+    kl->pullqs = kc_map_new();
+    if (!kl->reg || !kl->imgs || !kl->pullqs) {
+        kc_err_set(err, KC_ENOMEM, "out of memory starting the kubelet's image puller");
+        return false;
+    }
+    for (size_t i = 0; i < KS_OPTS_MAX_IMAGES_FILES && kl->sim->opts.images_files[i]; i++)
+        if (ks_registry_load(kl->reg, kl->sim->opts.images_files[i], err) != KC_OK)
+            return false;
+    return true;
+}
+
+void kl_pull_free(struct ks_kubelet *kl)
+{
+    ks_registry_free(kl->reg);
+    kc_map_free(kl->imgs, img_free);
+    kc_map_free(kl->pullqs, free);
+    free(kl->active);
+    kl->reg = NULL;
+    kl->imgs = kl->pullqs = NULL;
+    kl->active = NULL;
+}
+
+/* Go's time.Duration formatting of milliseconds ("0s", "850ms", "1.25s", "2m3.5s"). */
+static void go_duration(uint64_t ms, char *out, size_t size)
+{
+    if (ms == 0) {
+        snprintf(out, size, "0s");
+        return;
+    }
+    if (ms < 1000) {
+        snprintf(out, size, "%llums", (unsigned long long)ms);
+        return;
+    }
+    char sec[32];
+    unsigned long long s = (ms / 1000) % 60, frac = ms % 1000;
+    if (frac) {
+        snprintf(sec, sizeof(sec), "%llu.%03llu", s, frac);
+        char *e = sec + strlen(sec) - 1;
+        while (*e == '0')
+            *e-- = '\0';
+    } else {
+        snprintf(sec, sizeof(sec), "%llu", s);
+    }
+    if (ms >= 60000)
+        snprintf(out, size, "%llum%ss", (unsigned long long)(ms / 60000), sec);
+    else
+        snprintf(out, size, "%ss", sec);
+}
+
+static const char *pull_policy(const kl_ctr *c)
+{
+    const json_t *spec = json_object_get(c->p->obj, "spec");
+    const json_t *arr = json_object_get(spec, c->init ? "initContainers" : "containers");
+    const char *pol =
+        json_string_value(json_object_get(json_array_get(arr, c->idx), "imagePullPolicy"));
+    if (pol)
+        return pol;
+    /* The API server's default: Always for :latest or no tag, else IfNotPresent. */
+    const char *img = c->image, *slash = strrchr(img, '/'), *colon = strrchr(img, ':');
+    if (strchr(img, '@'))
+        return "IfNotPresent";
+    if (!colon || (slash && colon < slash) || !strcmp(colon, ":latest"))
+        return "Always";
+    return "IfNotPresent";
+}
+
+static void set_waiting(kl_ctr *c, const char *reason, const char *msg)
+{
+    c->state = CS_WAITING;
+    snprintf(c->reason, sizeof(c->reason), "%s", reason);
+    free(c->message);
+    c->message = msg ? strdup(msg) : NULL;
+}
+
+static kl_pullq *node_queue(struct ks_kubelet *kl, const char *node)
+{
+    kl_pullq *q = kc_map_get(kl->pullqs, node);
+    if (q)
+        return q;
+    q = calloc(1, sizeof(*q));
+    if (q && kc_map_put(kl->pullqs, node, q, NULL) != KC_OK) {
+        free(q);
+        q = NULL;
+    }
+    return q;
+}
+
+static void arm_timer(struct ks_kubelet *kl)
+{
+    uint64_t next = UINT64_MAX, now = kl_now(kl);
+    for (size_t i = 0; i < kl->n_active; i++)
+        if (kl->active[i]->done_ms < next)
+            next = kl->active[i]->done_ms;
+    if (next == UINT64_MAX)
+        uv_timer_stop(&kl->t_pull);
+    else
+        uv_timer_start(&kl->t_pull, kl_pull_on_timer, next > now ? next - now : 0, 0);
+}
+
+static void finish_job(struct ks_kubelet *kl, kl_img *img);
+
+/* Starts the node's next queued job when its puller is free. Jobs that take no time finish at
+ * once (without a timer), so a cluster without the pull-time model starts pods as before. */
+static void run_queue(struct ks_kubelet *kl, const char *node)
+{
+    for (;;) {
+        kl_pullq *q = kc_map_get(kl->pullqs, node);
+        if (!q || q->running || !q->head)
+            return;
+        kl_img *img = q->head;
+        q->head = img->qnext;
+        if (!q->head)
+            q->tail = NULL;
+        img->qnext = NULL;
+        img->running = true;
+        img->start_ms = kl_now(kl);
+        img->done_ms = img->start_ms + img->cost_ms;
+        if (img->cost_ms == 0) {
+            finish_job(kl, img);
+            continue;
+        }
+        q->running = img;
+        if (kl->n_active == kl->cap_active) {
+            size_t cap = kl->cap_active ? kl->cap_active * 2 : 64;
+            kl_img **a = realloc(kl->active, cap * sizeof(*a));
+            if (!a) {
+                q->running = NULL;
+                finish_job(kl, img); /* no memory to wait: finish it now */
+                continue;
+            }
+            kl->active = a;
+            kl->cap_active = cap;
+        }
+        kl->active[kl->n_active++] = img;
+        arm_timer(kl);
+        return;
+    }
+}
+
+static kl_ctr *waiter_ctr(struct ks_kubelet *kl, const kl_waiter *w)
+{
+    kl_pod *p = kc_map_get(kl->pods, w->pod_key);
+    if (!p || p->removed || strcmp(p->uid, w->uid) != 0 || p->stage == ST_DONE ||
+        p->stage == ST_DELETING)
+        return NULL;
+    if (w->init ? w->idx >= p->n_init : w->idx >= p->n_ctrs)
+        return NULL;
+    kl_ctr *c = w->init ? &p->init[w->idx] : &p->ctrs[w->idx];
+    return c->pull_wait ? c : NULL;
+}
+
+static void on_pull_backoff(uv_timer_t *t);
+
+/* The job ended: every container waiting for it starts, or fails to pull. */
+static void finish_job(struct ks_kubelet *kl, kl_img *img)
+{
+    uint64_t now = kl_now(kl);
+    img->job = img->running = false;
+    if (!img->job_fails)
+        img->present = true;
+    kl_waiter *w = img->w;
+    size_t nw = img->nw;
+    img->w = NULL;
+    img->nw = img->capw = 0;
+    char *fail = img->job_fails ? img->fail_msg : NULL;
+    img->fail_msg = NULL;
+    uint64_t pulled_ms = img->done_ms - img->start_ms, size = img->size, queued = img->queued_ms;
+    if (img->job_fails && !img->present) {
+        kc_map_remove(kl->imgs, img->key);
+        img_free(img);
+    }
+    for (size_t i = 0; i < nw; i++) {
+        kl_ctr *c = waiter_ctr(kl, &w[i]);
+        waiter_free(&w[i]);
+        if (!c)
+            continue;
+        kl_pod *p = c->p;
+        c->pull_wait = false;
+        if (fail) {
+            kl_event(kl, p, c, "Warning", "Failed", "Failed to pull image \"%s\": %s", c->image,
+                     fail);
+            kl_event(kl, p, c, "Warning", "Failed", "Error: ErrImagePull");
+            set_waiting(c, "ErrImagePull", fail);
+            free(c->pull_err);
+            c->pull_err = strdup(fail);
+            int max = atomic_load(&kl->backoff_max_ms);
+            c->pull_backoff_ms =
+                c->pull_backoff_ms ? c->pull_backoff_ms * 2 : atomic_load(&kl->backoff_ms);
+            if (c->pull_backoff_ms > max)
+                c->pull_backoff_ms = max;
+            /* ErrImagePull until the next sync, ImagePullBackOff for the rest of the back-off. */
+            c->pull_phase = 1;
+            uv_timer_start(&c->t_backoff, on_pull_backoff, (uint64_t)c->pull_backoff_ms / 2, 0);
+            kl_pod_ctr_changed(p, c);
+            continue;
+        }
+        char took[32], total[32];
+        go_duration(pulled_ms, took, sizeof(took));
+        go_duration(now - queued, total, sizeof(total));
+        kl_event(kl, p, c, "Normal", "Pulled",
+                 "Successfully pulled image \"%s\" in %s (%s including waiting). Image size: %llu "
+                 "bytes.",
+                 c->image, took, total, (unsigned long long)size);
+        c->pull_backoff_ms = 0;
+        c->pulled = true;
+        if (kl->pull_sync != c) /* else the start that asked goes on by itself */
+            kl_pod_ctr_pulled(p, c);
+    }
+    free(w);
+    free(fail);
+}
+
+void kl_pull_on_timer(uv_timer_t *t)
+{
+    struct ks_kubelet *kl = t->data;
+    uint64_t now = kl_now(kl);
+    /* Collect the due jobs first: finishing one starts containers, which may queue more. */
+    kl_img **due = calloc(kl->n_active + 1, sizeof(*due));
+    size_t nd = 0;
+    for (size_t i = 0; due && i < kl->n_active;) {
+        if (kl->active[i]->done_ms <= now) {
+            due[nd++] = kl->active[i];
+            kl->active[i] = kl->active[--kl->n_active];
+        } else {
+            i++;
+        }
+    }
+    for (size_t i = 0; i < nd; i++) {
+        char *node = strdup(due[i]->node);
+        kl_pullq *q = kc_map_get(kl->pullqs, due[i]->node);
+        if (q && q->running == due[i])
+            q->running = NULL;
+        finish_job(kl, due[i]);
+        if (node)
+            run_queue(kl, node);
+        free(node);
+    }
+    free(due);
+    arm_timer(kl);
+}
+
+static void on_pull_backoff(uv_timer_t *t)
+{
+    kl_ctr *c = (kl_ctr *)((char *)t - offsetof(kl_ctr, t_backoff));
+    kl_pod *p = c->p;
+    if (p->removed || p->stage == ST_DONE || p->stage == ST_DELETING)
+        return;
+    if (c->pull_phase == 1) {
+        char msg[2048];
+        snprintf(msg, sizeof(msg), "Back-off pulling image \"%s\": ErrImagePull: %s", c->image,
+                 c->pull_err ? c->pull_err : "");
+        kl_event(p->kl, p, c, "Normal", "BackOff", "Back-off pulling image \"%s\"", c->image);
+        kl_event(p->kl, p, c, "Warning", "Failed", "Error: ImagePullBackOff");
+        set_waiting(c, "ImagePullBackOff", msg);
+        c->pull_phase = 2;
+        uv_timer_start(&c->t_backoff, on_pull_backoff,
+                       (uint64_t)(c->pull_backoff_ms - c->pull_backoff_ms / 2), 0);
+        kl_pod_ctr_changed(p, c);
+        return;
+    }
+    c->pull_phase = 0;
+    kl_pod_ctr_pulled(p, c); /* try the pull again */
+}
+
+static bool add_waiter(kl_img *img, const kl_ctr *c)
+{
+    if (img->nw == img->capw) {
+        size_t cap = img->capw ? img->capw * 2 : 4;
+        kl_waiter *w = realloc(img->w, cap * sizeof(*w));
+        if (!w)
+            return false;
+        img->w = w;
+        img->capw = cap;
+    }
+    kl_waiter *w = &img->w[img->nw];
+    w->pod_key = strdup(c->p->key);
+    w->uid = strdup(c->p->uid);
+    w->init = c->init;
+    w->idx = c->idx;
+    if (!w->pod_key || !w->uid) {
+        waiter_free(w);
+        return false;
+    }
+    img->nw++;
+    return true;
+}
+
+/* A pull of `size` bytes: the fixed latency plus the size over the node's bandwidth. */
+static uint64_t pull_cost(const struct ks_kubelet *kl, uint64_t size, bool refresh)
+{
+    uint64_t ms = (uint64_t)(kl->sim->opts.pull_latency_ms > 0 ? kl->sim->opts.pull_latency_ms : 0);
+    double mbps = kl->sim->opts.pull_mbps;
+    if (!refresh && mbps > 0)
+        ms += (uint64_t)((double)size / (mbps * 1e6) * 1000.0);
+    return ms;
+}
+
+bool kl_pull_before_start(kl_ctr *c)
+{
+    kl_pod *p = c->p;
+    struct ks_kubelet *kl = p->kl;
+    if (!kl->reg)
+        return false;
+    if (c->pulled) { /* the pull this start waited for is done */
+        c->pulled = false;
+        return false;
+    }
+    if (c->pull_wait || c->pull_phase)
+        return true; /* a pull or its back-off is under way */
+    ks_image_ref ref;
+    kc_err e;
+    if (ks_image_ref_parse(c->image, &ref, &e) != KC_OK) {
+        char msg[1200];
+        snprintf(msg, sizeof(msg), "Failed to apply default image tag \"%s\": %s", c->image, e.msg);
+        kl_event(kl, p, c, "Warning", "InspectFailed", "%s", msg);
+        kl_event(kl, p, c, "Warning", "Failed", "Error: InvalidImageName");
+        set_waiting(c, "InvalidImageName", msg);
+        kl_pod_ctr_changed(p, c);
+        return true;
+    }
+    char key[1200];
+    snprintf(key, sizeof(key), "%s\n%s", p->node, ref.full);
+    kl_img *img = kc_map_get(kl->imgs, key);
+    bool present = img && img->present;
+    const char *pol = pull_policy(c);
+    if (!strcmp(pol, "Never") || (present && !strcmp(pol, "IfNotPresent"))) {
+        if (present) {
+            kl_event(kl, p, c, "Normal", "Pulled",
+                     "Container image \"%s\" already present on machine", c->image);
+            return false;
+        }
+        char msg[1200];
+        snprintf(msg, sizeof(msg),
+                 "Container image \"%s\" is not present with pull policy of Never", c->image);
+        kl_event(kl, p, c, "Warning", "ErrImageNeverPull", "%s", msg);
+        kl_event(kl, p, c, "Warning", "Failed", "Error: ErrImageNeverPull");
+        set_waiting(c, "ErrImageNeverPull", msg);
+        kl_pod_ctr_changed(p, c);
+        return true;
+    }
+    kl_event(kl, p, c, "Normal", "Pulling", "Pulling image \"%s\"", c->image);
+    if (!img) {
+        img = calloc(1, sizeof(*img));
+        if (!img || !(img->key = strdup(key)) || !(img->node = strdup(p->node)) ||
+            !(img->ref = strdup(ref.full)) || kc_map_put(kl->imgs, key, img, NULL) != KC_OK) {
+            img_free(img);
+            return false; /* out of memory: start without the model */
+        }
+    }
+    if (!img->job) {
+        /* Mapped images are the project's, built on this machine: they exist. */
+        uint64_t size = 0;
+        char msg[1500] = "";
+        bool exists = ks_registry_resolve(kl->reg, &ref, &size, msg, sizeof(msg)) == KC_OK;
+        if (!exists && c->map) {
+            exists = true;
+            size = 45ull << 20;
+        }
+        img->job = true;
+        img->job_fails = !exists;
+        free(img->fail_msg);
+        img->fail_msg = exists ? NULL : strdup(msg);
+        img->size = size;
+        img->cost_ms = pull_cost(kl, size, img->present || !exists);
+        img->queued_ms = kl_now(kl);
+        kl_pullq *q = node_queue(kl, p->node);
+        if (!q) {
+            img->job = false;
+            return false;
+        }
+        if (q->tail)
+            q->tail->qnext = img;
+        else
+            q->head = img;
+        q->tail = img;
+    }
+    if (!add_waiter(img, c))
+        return false;
+    c->pull_wait = true;
+    set_waiting(c, c->init ? "PodInitializing" : "ContainerCreating", NULL);
+    kl->pull_sync = c;
+    run_queue(kl, p->node);
+    kl->pull_sync = NULL;
+    if (c->pulled) { /* pulled at once (no pull-time model): start now */
+        c->pulled = false;
+        return false;
+    }
+    return true;
+}
+
+void kl_pull_node_gone(struct ks_kubelet *kl, const char *node)
+{
+    if (!kl->reg)
+        return;
+    kl_pullq *q = kc_map_remove(kl->pullqs, node);
+    if (q && q->running)
+        for (size_t i = 0; i < kl->n_active; i++)
+            if (kl->active[i] == q->running) {
+                kl->active[i] = kl->active[--kl->n_active];
+                break;
+            }
+    free(q);
+    size_t nlen = strlen(node), pos = 0, n = 0;
+    kl_img *img;
+    kl_img **gone = calloc(kc_map_size(kl->imgs) + 1, sizeof(*gone));
+    while (gone && kc_map_next(kl->imgs, &pos, NULL, (void **)&img))
+        if (!strncmp(img->key, node, nlen) && img->key[nlen] == '\n')
+            gone[n++] = img;
+    for (size_t i = 0; i < n; i++) {
+        kc_map_remove(kl->imgs, gone[i]->key);
+        img_free(gone[i]);
+    }
+    free(gone);
+    arm_timer(kl);
+}
