@@ -81,8 +81,11 @@ if kubesim_only "image pulls are kubesim's kubelet's (kwok runs every image)"; t
     assert_contains "containerd's error" \
         'failed to resolve reference "nvcr.io/nvidia/k8s-device-plugin:v0.8.0": nvcr.io/nvidia/k8s-device-plugin:v0.8.0: not found' \
         "$(gfd_cond)"
-    assert_contains "the pod's state" "ImagePullBackOff" \
-        "$(kd get pods -l app=gpu-feature-discovery -o jsonpath='{.items[*].status.containerStatuses[0].state.waiting.reason}')"
+    # The kubelet alternates ErrImagePull and ImagePullBackOff while it retries.
+    case "$(kd get pods -l app=gpu-feature-discovery -o jsonpath='{.items[0].status.containerStatuses[0].state.waiting.reason}')" in
+    ErrImagePull | ImagePullBackOff) ;;
+    *) fail "GFD pod state: $(kd get pods -l app=gpu-feature-discovery --no-headers)" ;;
+    esac
 fi
 step "the fix: a published GFD version"
 h upgrade gpuo charts/gpu-operator --reuse-values --set gfd.version=v0.17.0 "${PORT_FLAGS[@]}" >/dev/null \
