@@ -156,4 +156,7 @@ void ks_apps_validate(ks_verr *v, const char *kind, const json_t *old, const jso
 kc_code ks_core_admit(ks_sim *sim, const char *group, const char *kind, const json_t *old,
                       json_t *obj, ks_verr *v, kc_err *err);
 
+/* imagePullPolicy's default for an image: Always for :latest or no tag, else IfNotPresent. */
+const char *ks_default_pull_policy(const char *image);
+
 #endif

@@ -10,7 +10,7 @@
 #define SA_MOUNT_PATH "/var/run/secrets/kubernetes.io/serviceaccount"
 
 /* imagePullPolicy default: Always for :latest or no tag, IfNotPresent otherwise (digests too). */
-static const char *default_pull_policy(const char *image)
+const char *ks_default_pull_policy(const char *image)
 {
     if (strchr(image, '@'))
         return "IfNotPresent";
@@ -49,7 +49,7 @@ static void container_default(json_t *c, bool host_network, bool pod)
         return;
     ks_default_set(c, "terminationMessagePath", json_string("/dev/termination-log"));
     ks_default_set(c, "terminationMessagePolicy", json_string("File"));
-    ks_default_set(c, "imagePullPolicy", json_string(default_pull_policy(ks_str(c, "image"))));
+    ks_default_set(c, "imagePullPolicy", json_string(ks_default_pull_policy(ks_str(c, "image"))));
     json_t *res = ks_obj_child(c, "resources");
     if (pod && res) {
         /* Pods (not templates): requests default to the limits. */

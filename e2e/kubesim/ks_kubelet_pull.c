@@ -8,6 +8,7 @@
 #include "ks_kubelet_int.h"
 
 #include "kc_log.h"
+#include "ks_admit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,15 +127,7 @@ static const char *pull_policy(const kl_ctr *c)
     const json_t *arr = json_object_get(spec, c->init ? "initContainers" : "containers");
     const char *pol =
         json_string_value(json_object_get(json_array_get(arr, c->idx), "imagePullPolicy"));
-    if (pol)
-        return pol;
-    /* The API server's default: Always for :latest or no tag, else IfNotPresent. */
-    const char *img = c->image, *slash = strrchr(img, '/'), *colon = strrchr(img, ':');
-    if (strchr(img, '@'))
-        return "IfNotPresent";
-    if (!colon || (slash && colon < slash) || !strcmp(colon, ":latest"))
-        return "Always";
-    return "IfNotPresent";
+    return pol ? pol : ks_default_pull_policy(c->image); /* a pod admission did not default */
 }
 
 static void set_waiting(kl_ctr *c, const char *reason, const char *msg)

@@ -2,6 +2,7 @@
 #include "ks_registry.h"
 
 #include "kc_yaml.h"
+#include "ks_kubelet.h" /* ks_quantity_parse */
 
 #include <ctype.h>
 #include <fnmatch.h>
@@ -424,35 +425,20 @@ size_t ks_registry_len(const ks_registry *r)
     return r ? r->n : 0;
 }
 
-/* "150Mi", "1Gi", "500M", "2048" (bytes) → bytes. */
+/* A size: bytes or a quantity ("150Mi", "1Gi", "500M"), at most 1 TiB. */
 static bool parse_size(const char *s, uint64_t *out)
 {
-    char *end;
-    if (!s || !isdigit((unsigned char)*s))
+    double v;
+    if (!ks_quantity_parse(s, &v) || v < 0 || v > 1099511627776.0)
         return false;
-    unsigned long long v = strtoull(s, &end, 10);
-    static const struct {
-        const char *sfx;
-        uint64_t mul;
-    } u[] = {{"", 1},     {"Ki", 1ull << 10}, {"Mi", 1ull << 20}, {"Gi", 1ull << 30},
-             {"k", 1000}, {"M", 1000000},     {"G", 1000000000}};
-    for (size_t i = 0; i < sizeof(u) / sizeof(u[0]); i++)
-        if (!strcmp(end, u[i].sfx)) {
-            if (v > (1ull << 40) / u[i].mul)
-                return false;
-            *out = (uint64_t)v * u[i].mul;
-            return true;
-        }
-    return false;
+    *out = (uint64_t)v;
+    return true;
 }
 
-kc_code ks_registry_load_text(ks_registry *r, const char *text, size_t len, const char *name,
-                              kc_err *err)
+/* Adds the entries of a parsed images file (all or none); takes docs. */
+static kc_code load_docs(ks_registry *r, json_t *docs, const char *name, kc_err *err)
 {
-    json_t *docs = NULL;
-    kc_code rc = kc_yaml_parse(text, len, name, &docs, err);
-    if (rc != KC_OK)
-        return rc;
+    kc_code rc = KC_OK;
     const json_t *doc = json_array_get(docs, 0);
     const json_t *images = json_object_get(doc, "images");
     if (!json_is_object(doc) || !json_is_array(images)) {
@@ -524,33 +510,19 @@ out:
     return rc;
 }
 
+kc_code ks_registry_load_text(ks_registry *r, const char *text, size_t len, const char *name,
+                              kc_err *err)
+{
+    json_t *docs = NULL;
+    kc_code rc = kc_yaml_parse(text, len, name, &docs, err);
+    return rc == KC_OK ? load_docs(r, docs, name, err) : rc;
+}
+
 kc_code ks_registry_load(ks_registry *r, const char *path, kc_err *err)
 {
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return kc_err_set(err, KC_EIO, "images file %s: cannot open it", path);
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    kc_code rc = KC_OK;
-    for (;;) {
-        if (len + 4096 > cap) {
-            char *nb = realloc(buf, cap = cap ? cap * 2 : 8192);
-            if (!nb) {
-                rc = kc_err_set(err, KC_ENOMEM, "out of memory reading %s", path);
-                break;
-            }
-            buf = nb;
-        }
-        size_t n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (n == 0)
-            break;
-    }
-    fclose(f);
-    if (rc == KC_OK)
-        rc = ks_registry_load_text(r, buf ? buf : "", len, path, err);
-    free(buf);
-    return rc;
+    json_t *docs = NULL;
+    kc_code rc = kc_yaml_parse_file(path, &docs, err);
+    return rc == KC_OK ? load_docs(r, docs, path, err) : rc;
 }
 
 /* ---- lookups ---- */
