@@ -443,7 +443,10 @@ bool kl_pull_before_start(kl_ctr *c)
     if (!add_waiter(img, c))
         return false;
     c->pull_wait = true;
-    set_waiting(c, c->init ? "PodInitializing" : "ContainerCreating", NULL);
+    /* A retry keeps the last pull error in the status, as the kubelet's reason cache does: the
+     * pod never shows ContainerCreating again between ErrImagePull and ImagePullBackOff. */
+    if (!c->pull_backoff_ms)
+        set_waiting(c, c->init ? "PodInitializing" : "ContainerCreating", NULL);
     kl->pull_sync = c;
     run_queue(kl, p->node);
     kl->pull_sync = NULL;

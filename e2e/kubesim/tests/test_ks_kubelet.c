@@ -1510,6 +1510,37 @@ Test(pull, an_image_the_registry_lacks_goes_errimagepull_then_imagepullbackoff)
     free(out);
 }
 
+Test(pull, a_retried_pull_keeps_the_last_error_in_the_status)
+{
+    /* Each retry takes 150 ms (the pull latency): the status shows the last error meanwhile, as
+     * the kubelet's reason cache does, never ContainerCreating again. */
+    S->opts.pull_latency_ms = 150;
+    start(0, 0);
+    add_node(NODE_N1);
+    create("pods", "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\","
+                   "\"containers\":[{\"name\":\"c\",\"image\":\"nvcr.io/nvidia/gpu-operator:0.1.0\""
+                   "}]}}");
+    json_decref(wait_pod("p", waiting_is, "ErrImagePull", "ErrImagePull"));
+    size_t seen_pull = 0, seen_backoff = 0;
+    for (int i = 0; i < 150; i++) { /* 1.5 s: several back-offs and retries */
+        json_t *p = get_pod("p");
+        const char *r = jstr(p, "status.containerStatuses.0.state.waiting.reason");
+        cr_assert(!strcmp(r, "ErrImagePull") || !strcmp(r, "ImagePullBackOff"), "%s", r);
+        seen_pull += !strcmp(r, "ErrImagePull");
+        seen_backoff += !strcmp(r, "ImagePullBackOff");
+        json_decref(p);
+        usleep(10 * 1000);
+    }
+    cr_assert_gt(seen_pull, 0);
+    cr_assert_gt(seen_backoff, 0);
+    char *pulling = events_of("p", "Pulling");
+    size_t tries = 0;
+    for (const char *s = pulling; (s = strstr(s, "Pulling image")); s++)
+        tries++;
+    cr_assert_geq(tries, 3, "%s", pulling);
+    free(pulling);
+}
+
 Test(pull, containerds_errors_name_the_cause)
 {
     start(0, 0);
