@@ -158,6 +158,42 @@ Test(gate, walks_the_chain)
     cr_assert_null(json_object_get(out.labels, "nvidia.com/gpu.deploy.gpu-feature-discovery"));
     cr_assert_eq(out.stage, OP_STAGE_TOOLKIT);
     op_gate_out_clear(&out);
+
+    /* The toolkit's validation pod runs through the nvidia runtime and asks for every device
+     * (it requests no GPU resource, so no device plugin sets NVIDIA_VISIBLE_DEVICES): without it
+     * the runtime injects no driver library. */
+    json_t *tk = ready_pod("t1");
+    in.stage[OP_STAGE_TOOLKIT].operand_pod = tk;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(json_array_size(out.create), 1);
+    const json_t *tp = json_array_get(out.create, 0);
+    cr_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(tp, "spec"), "runtimeClassName")),
+        "nvidia");
+    const json_t *tc =
+        json_array_get(json_object_get(json_object_get(tp, "spec"), "containers"), 0);
+    cr_assert_null(json_object_get(tc, "resources"));
+    char *env = json_dumps(json_object_get(tc, "env"), JSON_COMPACT);
+    cr_assert_str_eq(env,
+                     "[{\"name\":\"NVIDIA_VISIBLE_DEVICES\",\"value\":\"all\"},"
+                     "{\"name\":\"NVIDIA_DRIVER_CAPABILITIES\",\"value\":\"compute,utility\"}]");
+    free(env);
+    op_gate_out_clear(&out);
+
+    /* spec.validator.toolkit.env naming the devices is kept as the user wrote it. */
+    json_t *uenv = json_pack("[{s:s, s:s}]", "name", "NVIDIA_VISIBLE_DEVICES", "value", "GPU-0");
+    p.validator_env[OP_STAGE_TOOLKIT] = uenv;
+    op_gate_node(&p, &in, &out, NULL);
+    tc = json_array_get(
+        json_object_get(json_object_get(json_array_get(out.create, 0), "spec"), "containers"), 0);
+    env = json_dumps(json_object_get(tc, "env"), JSON_COMPACT);
+    cr_assert_str_eq(env,
+                     "[{\"name\":\"NVIDIA_VISIBLE_DEVICES\",\"value\":\"GPU-0\"},"
+                     "{\"name\":\"NVIDIA_DRIVER_CAPABILITIES\",\"value\":\"compute,utility\"}]");
+    free(env);
+    op_gate_out_clear(&out);
+    json_decref(uenv);
+    json_decref(tk);
     json_decref(vp);
     json_decref(drv);
     json_decref(n);
