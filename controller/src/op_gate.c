@@ -592,13 +592,11 @@ static kc_code gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gat
     }
     bool mig_capable = (node_label(node, "nvidia.com/mig.capable") &&
                         strcmp(node_label(node, "nvidia.com/mig.capable"), "true") == 0);
-    if (mig_capable && pol->enabled[OP_STAGE_MIG] && pol->mig_default && *pol->mig_default &&
-        !node_label(node, "nvidia.com/mig.config")) {
-        want_label(node, out, "nvidia.com/mig.config", pol->mig_default);
-        if (json_object_set_new(out->annotations, OP_MIG_DEFAULT_ANN,
-                                json_string(pol->mig_default)))
-            out->oom = true;
-    }
+    /* The default MIG config for a node that asks for none. Only the MIG manager reads it, so it
+     * waits for the node's next label patch (at the latest the one that deploys the MIG manager)
+     * rather than costing a patch of its own when GPU feature discovery reports mig.capable. */
+    bool mig_default = mig_capable && pol->enabled[OP_STAGE_MIG] && pol->mig_default &&
+                       *pol->mig_default && !node_label(node, "nvidia.com/mig.config");
 
     /* The stages this node goes through: enabled by the spec, MIG on MIG-capable nodes, and not
      * switched off on the node by its user. The operands that follow the chain (GFD, DCGM, ...)
@@ -768,6 +766,15 @@ static kc_code gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gat
         out->phase = OP_NODE_DONE;
         out->stage = OP_STAGE_COUNT;
         out->reason[0] = '\0';
+    }
+    /* Written with the other labels of this transition, or alone where no transition will come
+     * to carry it: the node is at the MIG stage or past it, or no longer waiting on the chain. */
+    if (mig_default && (json_object_size(out->labels) > 0 || out->stage >= OP_STAGE_MIG ||
+                        out->phase != OP_NODE_IN_PROGRESS)) {
+        want_label(node, out, "nvidia.com/mig.config", pol->mig_default);
+        if (json_object_set_new(out->annotations, OP_MIG_DEFAULT_ANN,
+                                json_string(pol->mig_default)))
+            out->oom = true;
     }
     return KC_OK;
 }
