@@ -1,0 +1,112 @@
+#!/bin/sh
+# Tests the stand-in images through a private containerd (runc.v2 shim, no kubelet): the toolkit
+# image installs the nvidia runtime into a "host" install dir; the driver image, privileged with
+# the "host" /run/nvidia mounted rshared (what mountPropagation Bidirectional gives), fails the
+# startupProbe command until loaded, passes it after, and publishes its root to the "host"; a
+# container run through the installed runtime (as BinaryName of the runc.v2 shim) with
+# NVIDIA_VISIBLE_DEVICES=all gets the driver's libraries and nvidia-smi, one without gets none;
+# SIGTERM unpublishes the driver root and uninstalls the runtime. Everything runs in a private
+# mount namespace; containerd's root, state and socket are in a temp dir. Root only.
+# Usage: tests/containerd.sh IMAGES_ARCHIVE (from `build STORAGE --export FILE`)
+set -eu
+ARCHIVE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+T=$(mktemp -d /tmp/standins-ctrd.XXXXXX)
+NS=realnode-standins-test-$$
+export T ARCHIVE NS
+# Stops what this test started, and only that: its containerd's tasks and containers, its
+# containerd, the shims serving its socket, the cgroups under its namespace.
+cleanup() {
+    set +e
+    c() { ctr -a "$T/c.sock" -n "$NS" "$@"; }
+    if [ -S "$T/c.sock" ]; then
+        for id in $(c task ls -q 2>/dev/null); do c task kill -s SIGKILL "$id" >/dev/null 2>&1; done
+        sleep 1
+        for id in $(c task ls -q 2>/dev/null); do c task delete -f "$id" >/dev/null 2>&1; done
+        for id in $(c container ls -q 2>/dev/null); do c container delete "$id" >/dev/null 2>&1; done
+    fi
+    [ -f "$T/containerd.pid" ] && kill "$(cat "$T/containerd.pid")" 2>/dev/null && sleep 1
+    for p in /proc/[0-9]*; do
+        { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q -- "-address $T/c.sock" &&
+            kill -KILL "${p#/proc/}" 2>/dev/null
+    done
+    sleep 0.5
+    for d in /sys/fs/cgroup/$NS /sys/fs/cgroup/*/$NS; do
+        [ -d "$d" ] || continue
+        for s in "$d"/*/; do [ -d "$s" ] && rmdir "$s" 2>/dev/null; done
+        rmdir "$d" 2>/dev/null
+    done
+    rm -rf "$T"
+}
+trap cleanup EXIT
+unshare -m --propagation private sh -eu -c '
+fail() { echo "FAIL: $*"; exit 1; }
+DRIVER=$(tar -xOf "$ARCHIVE" manifest.json | jq -r "[.[].RepoTags[] | select(startswith(\"nvcr.io/nvidia/driver:\"))][0]")
+TOOLKIT=$(tar -xOf "$ARCHIVE" manifest.json | jq -r "[.[].RepoTags[] | select(startswith(\"nvcr.io/nvidia/k8s/container-toolkit:\"))][0]")
+mkdir -p "$T/hostrun" "$T/usr-local-nvidia" "$T/root" "$T/state"
+mount --bind "$T/hostrun" "$T/hostrun" && mount --make-rshared "$T/hostrun"
+cat >"$T/config.toml" <<EOC
+version = 2
+root = "$T/root"
+state = "$T/state"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = "$T/c.sock"
+EOC
+NVIDIA_STANDIN_DRIVER_ROOT=$T/hostrun/driver containerd --config "$T/config.toml" >"$T/containerd.log" 2>&1 &
+echo $! >"$T/containerd.pid"
+c() { ctr -a "$T/c.sock" -n "$NS" "$@"; }
+for i in $(seq 50); do c version >/dev/null 2>&1 && break; sleep 0.2; done
+c images import "$ARCHIVE" >/dev/null
+echo "ok: imported $(c images ls -q | grep -c nvcr.io) NVIDIA image names"
+
+c run -d --env ROOT=/usr/local/nvidia --env TOOLKIT_PID_FILE=/run/nvidia/toolkit/toolkit.pid \
+    --mount "type=bind,src=$T/usr-local-nvidia,dst=/usr/local/nvidia,options=rbind:rw" \
+    "$TOOLKIT" toolkit nvidia-toolkit >/dev/null
+RT=$T/usr-local-nvidia/toolkit/nvidia-container-runtime
+for i in $(seq 50); do [ -x "$RT" ] && break; sleep 0.2; done
+[ -x "$RT" ] || fail "the toolkit container did not install the runtime"
+echo "ok: toolkit container installed $RT"
+
+c run -d --privileged --rootfs-propagation rshared --env NVIDIA_STANDIN_LOAD_DELAY=3 \
+    --mount "type=bind,src=$T/hostrun,dst=/run/nvidia,options=rbind:rshared" \
+    "$DRIVER" driver nvidia-driver init >/dev/null
+probe() { c task exec --exec-id "probe$1" driver sh -c "test -f /sys/module/nvidia/refcnt && nvidia-smi"; }
+sleep 1
+probe 0 >/dev/null 2>&1 && fail "startupProbe passed before loading"
+echo "ok: startupProbe fails while loading"
+ok=
+for i in 1 2 3 4 5 6 7 8 9 10; do probe $i >"$T/probe.out" 2>&1 && { ok=1; break; }; sleep 1; done
+[ -n "$ok" ] || { cat "$T/probe.out"; fail "startupProbe never passed"; }
+sed "s/^/  probe: /" "$T/probe.out"
+echo "ok: startupProbe passes once loaded"
+ls "$T/hostrun/driver/usr/lib/x86_64-linux-gnu/libcuda.so.1" "$T/hostrun/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1" >/dev/null ||
+    fail "driver root not published on the host"
+test -e /sys/module/nvidia && fail "module stand-in visible outside the driver container"
+echo "ok: driver root published at the host'"'"'s run dir; host /sys/module untouched"
+
+c run --rm --runc-binary "$RT" --env NVIDIA_VISIBLE_DEVICES=all "$TOOLKIT" gpu \
+    sh -c "ls /usr/lib/x86_64-linux-gnu/ | grep -E \"^lib(cuda|nvidia-ml)\"; nvidia-smi -L" >"$T/gpu.out" 2>&1 ||
+    { cat "$T/gpu.out"; fail "GPU container failed"; }
+sed "s/^/  gpu container: /" "$T/gpu.out"
+grep -q "libcuda.so.1" "$T/gpu.out" && grep -q "^GPU 1: NVIDIA" "$T/gpu.out" || fail "nothing injected"
+c run --rm --runc-binary "$RT" "$TOOLKIT" nogpu \
+    sh -c "ls /usr/lib/x86_64-linux-gnu/libcuda.so.1 /usr/bin/nvidia-smi" >"$T/nogpu.out" 2>&1 &&
+    fail "libraries injected without NVIDIA_VISIBLE_DEVICES"
+echo "ok: runc.v2 shim with the installed runtime injects for NVIDIA_VISIBLE_DEVICES=all, nothing without"
+
+c task kill -s SIGTERM driver
+for i in $(seq 50); do c task ls | grep -q "^driver .*STOPPED" && break; sleep 0.2; done
+mountpoint -q "$T/hostrun/driver" && fail "driver root still published after SIGTERM"
+c task ls | grep "^driver " | sed "s/^/  /"
+echo "ok: SIGTERM unpublished the driver root"
+c task kill -s SIGTERM toolkit
+for i in $(seq 50); do [ -e "$RT" ] || break; sleep 0.2; done
+[ -e "$RT" ] && fail "runtime still installed after the toolkit stopped"
+echo "ok: SIGTERM uninstalled the runtime"
+c task delete driver >/dev/null; c task delete toolkit >/dev/null 2>&1 || true
+c container delete driver toolkit
+c run --rm --runc-binary "$RT" --env NVIDIA_VISIBLE_DEVICES=all "$TOOLKIT" late true >/dev/null 2>&1 &&
+    fail "a GPU container ran with the runtime uninstalled"
+echo "ok: with the toolkit gone, GPU containers cannot start"
+'
+echo "containerd: all checks passed"
