@@ -94,6 +94,27 @@ c run --rm --runc-binary "$RT" "$TOOLKIT" nogpu \
     fail "libraries injected without NVIDIA_VISIBLE_DEVICES"
 echo "ok: runc.v2 shim with the installed runtime injects for NVIDIA_VISIBLE_DEVICES=all, nothing without"
 
+PLUGIN=$(tar -xOf "$ARCHIVE" manifest.json | jq -r "[.[].RepoTags[] | select(startswith(\"nvcr.io/nvidia/k8s-device-plugin:\"))][0]")
+EXPORTER=$(tar -xOf "$ARCHIVE" manifest.json | jq -r "[.[].RepoTags[] | select(startswith(\"nvcr.io/nvidia/k8s/dcgm-exporter:\"))][0]")
+mkdir -p "$T/features.d"
+c run --rm --runc-binary "$RT" --env GFD_ONESHOT=true \
+    --mount "type=bind,src=$T/features.d,dst=/etc/kubernetes/node-feature-discovery/features.d,options=rbind:rw" \
+    "$PLUGIN" gfd gpu-feature-discovery >"$T/gfd.out" 2>&1 || { cat "$T/gfd.out"; fail "GFD failed"; }
+grep -q "^nvidia.com/gpu.count=2$" "$T/features.d/gfd" || fail "GFD wrote no gpu.count"
+echo "ok: GFD (image ENV asks for the GPUs, runtime injects NVML) wrote $(wc -l <"$T/features.d/gfd") labels, e.g. $(grep gpu.product "$T/features.d/gfd")"
+rc=0; c run --rm --env NVIDIA_STANDIN_DP_DIR=/tmp "$PLUGIN" dp-nonvidia nvidia-device-plugin >"$T/dp.out" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q "failed to initialize NVML" "$T/dp.out" || { cat "$T/dp.out"; fail "device plugin without the nvidia runtime: rc $rc"; }
+echo "ok: device plugin outside the nvidia runtime fails as NVIDIA'"'"'s does: $(tail -n1 "$T/dp.out" | sed "s/.*error: //")"
+port=$((20000 + $$ % 20000))
+c run -d --net-host --runc-binary "$RT" --env DCGM_EXPORTER_LISTEN=127.0.0.1:$port --env NODE_NAME=n1 \
+    "$EXPORTER" exporter >/dev/null
+for i in $(seq 50); do curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.2; done
+curl -fsS "http://127.0.0.1:$port/metrics" >"$T/metrics" || fail "no /metrics"
+grep "^DCGM_FI_DEV_FB_FREE" "$T/metrics" | sed "s/^/  metrics: /"
+[ "$(grep -c "^DCGM_FI_DEV_GPU_UTIL{" "$T/metrics")" = 2 ] || fail "not one GPU_UTIL per GPU"
+c task kill -s SIGTERM exporter
+echo "ok: DCGM exporter image serves /health and /metrics from its entrypoint"
+
 c task kill -s SIGTERM driver
 for i in $(seq 50); do c task ls | grep -q "^driver .*STOPPED" && break; sleep 0.2; done
 mountpoint -q "$T/hostrun/driver" && fail "driver root still published after SIGTERM"
