@@ -7,9 +7,17 @@
 # NVIDIA_VISIBLE_DEVICES=all gets the driver's libraries and nvidia-smi, one without gets none;
 # SIGTERM unpublishes the driver root and uninstalls the runtime. Everything runs in a private
 # mount namespace; containerd's root, state and socket are in a temp dir. Root only.
-# Usage: tests/containerd.sh IMAGES_ARCHIVE (from `build STORAGE --export FILE`)
+# With VALIDATOR_ARCHIVE (a docker-archive of the project's image, e.g. e2e/realnode's
+# images/gpu-operator-*.tar) it also runs gpu-validator as the validation pods run it: toolkit,
+# plugin and cuda modes through the runtime, driver mode on the published driver root; and prints,
+# without failing, what the DaemonSets' driver-validation and the gate's toolkit validation pod,
+# as rendered now, get on a node whose runtime honours NVIDIA's contract.
+# Usage: tests/containerd.sh IMAGES_ARCHIVE [VALIDATOR_ARCHIVE]
 set -eu
 ARCHIVE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+VALARCHIVE=
+[ -n "${2:-}" ] && VALARCHIVE=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+export VALARCHIVE
 T=$(mktemp -d /tmp/standins-ctrd.XXXXXX)
 NS=realnode-standins-test-$$
 export T ARCHIVE NS
@@ -114,6 +122,29 @@ grep "^DCGM_FI_DEV_FB_FREE" "$T/metrics" | sed "s/^/  metrics: /"
 [ "$(grep -c "^DCGM_FI_DEV_GPU_UTIL{" "$T/metrics")" = 2 ] || fail "not one GPU_UTIL per GPU"
 c task kill -s SIGTERM exporter
 echo "ok: DCGM exporter image serves /health and /metrics from its entrypoint"
+
+if [ -n "$VALARCHIVE" ]; then
+    c images import "$VALARCHIVE" >/dev/null
+    VAL=$(tar -xOf "$VALARCHIVE" manifest.json | jq -r ".[0].RepoTags[0]")
+    v() { name=$1; shift; c run --rm "$@" >"$T/$name.out" 2>&1; }
+    v val-toolkit --runc-binary "$RT" --env NVIDIA_VISIBLE_DEVICES=all --env NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+        "$VAL" val-toolkit gpu-validator --mode toolkit || { cat "$T/val-toolkit.out"; fail "toolkit validation"; }
+    v val-cuda --runc-binary "$RT" --env NVIDIA_VISIBLE_DEVICES=all "$VAL" val-cuda gpu-validator --mode cuda ||
+        { cat "$T/val-cuda.out"; fail "cuda validation"; }
+    v val-plugin --runc-binary "$RT" --env NVIDIA_VISIBLE_DEVICES=GPU-fa4e0000-0000-4000-8000-000000000001 \
+        "$VAL" val-plugin gpu-validator --mode plugin || { cat "$T/val-plugin.out"; fail "plugin validation"; }
+    echo "ok: $VAL passes --mode toolkit, cuda, plugin through the runtime ($(tail -n1 "$T/val-plugin.out"))"
+    drvmount="type=bind,src=$T/hostrun/driver,dst=/run/nvidia/driver,options=rbind:ro:rslave"
+    v val-driver --privileged --mount "$drvmount" --env GPU_VALIDATOR_DRIVER_ROOT=/run/nvidia/driver \
+        "$VAL" val-driver gpu-validator --mode driver || { cat "$T/val-driver.out"; fail "driver validation"; }
+    echo "ok: --mode driver on the published driver root, as the gate'"'"'s driver validation pod runs it (GPU_VALIDATOR_DRIVER_ROOT)"
+    rc=0; v val-driver-ds --privileged --mount "$drvmount" \
+        --env GPU_VALIDATOR_LIBNVML=/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1 \
+        "$VAL" val-driver-ds gpu-validator --mode driver || rc=$?
+    echo "note: driver-validation as the toolkit/validator DaemonSets run it (GPU_VALIDATOR_LIBNVML only): exit $rc: $(grep "^gpu-validator:" "$T/val-driver-ds.out" || tail -n1 "$T/val-driver-ds.out")"
+    rc=0; v val-toolkit-gate --runc-binary "$RT" "$VAL" val-toolkit-gate gpu-validator --mode toolkit || rc=$?
+    echo "note: the gate'"'"'s toolkit validation pod (runtimeClassName nvidia, no NVIDIA_VISIBLE_DEVICES): exit $rc: $(grep "^gpu-validator:" "$T/val-toolkit-gate.out" || tail -n1 "$T/val-toolkit-gate.out")"
+fi
 
 c task kill -s SIGTERM driver
 for i in $(seq 50); do c task ls | grep -q "^driver .*STOPPED" && break; sleep 0.2; done
