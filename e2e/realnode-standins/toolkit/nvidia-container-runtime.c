@@ -92,6 +92,24 @@ static const char *visible_devices(const json_t *config)
     return val;
 }
 
+/* Whether the file holds the text NVIDIA_VISIBLE_DEVICES= at all (unreadable: yes, so that the
+ * parse reports it). */
+static int mentions_visible_devices(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 1;
+    static const char key[] = "NVIDIA_VISIBLE_DEVICES=";
+    size_t matched = 0;
+    int c, found = 0;
+    while (!found && (c = getc(f)) != EOF) {
+        matched = c == key[matched] ? matched + 1 : c == key[0] ? 1 : 0;
+        found = key[matched] == '\0';
+    }
+    fclose(f);
+    return found;
+}
+
 static int add_mount(json_t *mounts, const char *src, const char *dst)
 {
     return json_array_append_new(mounts,
@@ -105,6 +123,8 @@ static int inject(const char *bundle)
 {
     char cfgpath[PATH_MAX], tmp[PATH_MAX + 8];
     snprintf(cfgpath, sizeof cfgpath, "%s/config.json", bundle);
+    if (!mentions_visible_devices(cfgpath))
+        return 0; /* not a GPU container: passed to runc untouched, not even parsed */
     json_error_t jerr;
     json_t *config = json_load_file(cfgpath, 0, &jerr);
     if (!config) {
