@@ -8,6 +8,7 @@
 //	dcgm-exporter          DCGM exporter (dcgmexporter.go)
 //	nvidia-mig-manager     k8s-mig-manager (migmanager.go)
 //	nv-hostengine          DCGM's host engine (hostengine.go)
+//	mps-control-daemon     k8s-device-plugin's MPS control daemon (mps.go)
 //
 // The GPUs they report are the ones the project's fake NVML (controller/validator/tests/
 // fakenvml.c), published by the driver stand-in, reports with its defaults (gpus.go).
@@ -27,6 +28,7 @@ var commands = map[string]func(args []string) error{
 	"dcgm-exporter":         runDCGMExporter,
 	"nvidia-mig-manager":    runMIGManager,
 	"nv-hostengine":         runHostEngine,
+	"mps-control-daemon":    runMPS,
 }
 
 func main() {
@@ -39,7 +41,7 @@ func main() {
 	if !ok {
 		fmt.Fprintf(os.Stderr, "usage: standin COMMAND (or run as COMMAND): one of "+
 			"nvidia-device-plugin, config-manager, gpu-feature-discovery, dcgm-exporter, "+
-			"nvidia-mig-manager, nv-hostengine\n")
+			"nvidia-mig-manager, nv-hostengine, mps-control-daemon\n")
 		os.Exit(64)
 	}
 	log.SetPrefix(name + " stand-in: ")

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -72,5 +73,28 @@ func TestConfigManager(t *testing.T) {
 func TestMIGOutcome(t *testing.T) {
 	if migOutcome("all-disabled") != "success" || migOutcome("all-1g.5gb") != "failed" {
 		t.Fatal("MIG outcomes")
+	}
+}
+
+func TestMPSMountShm(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root (mount)")
+	}
+	root := t.TempDir()
+	t.Setenv("NVIDIA_STANDIN_MPS_ROOT", root)
+	shm := filepath.Join(root, "shm")
+	if err := runMPS([]string{"mount-shm"}); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v", err)
+	}
+	defer syscall.Unmount(shm, syscall.MNT_DETACH)
+	if !isMountpoint(shm) {
+		t.Fatal("no tmpfs at shm")
+	}
+	if err := runMPS([]string{"mount-shm"}); err != nil {
+		t.Fatalf("second mount-shm: %v", err)
+	}
+	syscall.Unmount(shm, syscall.MNT_DETACH)
+	if isMountpoint(shm) {
+		t.Fatal("mount-shm mounted twice")
 	}
 }
