@@ -66,8 +66,10 @@ func writeConfig(name string) error {
 	return nil
 }
 
-// signalProcess sends sig to every process whose argv[0] has the base name name.
+// signalProcess sends sig to every process whose argv[0] names the program name (a path or a
+// command name: base names are compared).
 func signalProcess(name string, sig syscall.Signal) {
+	name = filepath.Base(name)
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
 		b, err := os.ReadFile(d + "/cmdline")

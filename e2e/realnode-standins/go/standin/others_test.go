@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -96,5 +97,26 @@ func TestMPSMountShm(t *testing.T) {
 	syscall.Unmount(shm, syscall.MNT_DETACH)
 	if isMountpoint(shm) {
 		t.Fatal("mount-shm mounted twice")
+	}
+}
+
+func TestSignalProcessByPath(t *testing.T) {
+	// A child whose argv[0] is a command name gets the signal named by a path, as
+	// PROCESS_TO_SIGNAL=/usr/bin/mps-control-daemon names the MPS daemon.
+	dir := t.TempDir()
+	link := filepath.Join(dir, "standin-sleeper")
+	if err := os.Symlink("/bin/sleep", link); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(link, "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	time.Sleep(100 * time.Millisecond)
+	signalProcess("/usr/bin/standin-sleeper", syscall.SIGTERM)
+	err := cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Fatalf("not signalled: %v", err)
 	}
 }
