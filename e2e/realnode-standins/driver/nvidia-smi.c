@@ -63,7 +63,8 @@ int main(int argc, char **argv)
     for (unsigned int i = 0; list && !rc && i < n; i++) {
         void *dev;
         char nm[96], id[96];
-        if (handle(i, &dev) != 0 || name(dev, nm, sizeof nm) != 0 || uuid(dev, id, sizeof id) != 0) {
+        if (handle(i, &dev) != 0 || name(dev, nm, sizeof nm) != 0 ||
+            uuid(dev, id, sizeof id) != 0) {
             rc = 1;
             break;
         }

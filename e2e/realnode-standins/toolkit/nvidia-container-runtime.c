@@ -112,10 +112,9 @@ static int mentions_visible_devices(const char *path)
 
 static int add_mount(json_t *mounts, const char *src, const char *dst)
 {
-    return json_array_append_new(mounts,
-                                 json_pack("{s:s, s:s, s:s, s:[s, s, s, s]}", "destination", dst,
-                                           "type", "bind", "source", src, "options", "rbind",
-                                           "ro", "nosuid", "nodev"));
+    return json_array_append_new(mounts, json_pack("{s:s, s:s, s:s, s:[s, s, s, s]}", "destination",
+                                                   dst, "type", "bind", "source", src, "options",
+                                                   "rbind", "ro", "nosuid", "nodev"));
 }
 
 /* Adds the driver mounts to bundle/config.json. 0 when done or nothing to do, else 1. */
@@ -188,8 +187,8 @@ static int inject(const char *bundle)
 /* runc's global options that take a value (as a separate argument unless written --opt=value). */
 static int global_takes_value(const char *a)
 {
-    static const char *const opts[] = {"--root", "--log", "--log-format", "--criu", "--rootless",
-                                       NULL};
+    static const char *const opts[] = {"--root", "--log",      "--log-format",
+                                       "--criu", "--rootless", NULL};
     for (int i = 0; opts[i]; i++)
         if (!strcmp(a, opts[i]))
             return 1;
