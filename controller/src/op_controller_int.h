@@ -103,6 +103,9 @@ struct op_controller {
     uv_async_t stop_async;
     uv_timer_t tick;
     uv_timer_t trim; /* returns freed heap to the system now and then */
+    /* When the ClusterPolicy status was last written (op_mono_ms; the status key reconciles
+     * one at a time). */
+    uint64_t status_written_ms;
     kc_informer *policies, *nodes, *pods, *daemonsets;
     /* ConfigMaps of the operator namespace as identities (name, resourceVersion), with their data
      * only for those cm_want names: the sharing configs (spec.devicePlugin.config.name) and the MIG
@@ -127,6 +130,11 @@ struct op_controller {
     atomic_bool lost_keys; /* a key could not be queued: the next resync queues everything */
     atomic_bool running;   /* the loop and its stop handle exist */
     atomic_long gpu_nodes; /* GPU nodes in the node cache (kept by the node handlers) */
+    /* The active ClusterPolicy has been ready (its status said so, or was written so); false
+     * again for a policy that has no status yet. A node that gets ready after that, joining or
+     * coming back, is announced by an Event; during the first rollout the policy's own Ready
+     * Event and status counts say it. */
+    atomic_bool policy_was_ready;
     kc_event_recorder *events;
 
     pthread_mutex_t mu; /* guards everything below */

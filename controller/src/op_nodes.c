@@ -442,8 +442,12 @@ static void node_events(op_controller *c, const json_t *node, const json_t *poli
     const char *name = str_at(node, "metadata", "name");
     switch (out->phase) {
     case OP_NODE_DONE:
-        kc_event_record(c->events, node, "Normal", "GPUNodeReady",
-                        "every GPU operand is validated on this node");
+        /* A node ready in a policy's first rollout is counted in its status and its Ready
+         * Event: one Event per node there would be a write per node that adds nothing. */
+        if (atomic_load(&c->policy_was_ready) ||
+            !strcmp(str_at(json_object_get(policy, "status"), "state", NULL) ?: "", "ready"))
+            kc_event_record(c->events, node, "Normal", "GPUNodeReady",
+                            "every GPU operand is validated on this node");
         kc_info("node ready", "node=%s", name);
         break;
     case OP_NODE_FAILED:
@@ -668,14 +672,19 @@ static void check_sharing(op_controller *c, const json_t *node, const json_t *po
 
 #define UPGRADE_LABEL "nvidia.com/gpu-driver-upgrade-state"
 
-/* Whether the operator upgrades this node's driver: its driver is on and the user does not
- * keep it off there (a preinstalled driver is not ours to cordon). */
+/* Whether the operator upgrades this node's driver: its driver is on, the operator deploys it
+ * there (the node's driver label is set and not false: a preinstalled driver is not ours to
+ * cordon), and the user has not opted the node out of every operand (a driver pod still
+ * stopping there after the opt-out is not upgraded). */
 static bool upgrade_managed(const json_t *node, const json_t *spec)
 {
     const json_t *labels = json_object_get(json_object_get(node, "metadata"), "labels");
     const char *deploy =
         json_string_value(json_object_get(labels, op_stage_deploy_label(OP_STAGE_DRIVER)));
-    return op_spec_enabled(spec, "driver", true) && !(deploy && !strcmp(deploy, OP_DEPLOY_OFF));
+    const char *operands =
+        json_string_value(json_object_get(labels, "nvidia.com/gpu.deploy.operands"));
+    return op_spec_enabled(spec, "driver", true) && deploy && strcmp(deploy, OP_DEPLOY_OFF) &&
+           !(operands && !strcmp(operands, OP_DEPLOY_OFF));
 }
 
 /* The node's upgrade state and availability (cordoned or not Ready) for NVIDIA's upgrade

@@ -171,6 +171,60 @@ static json_t *comparable(const json_t *status)
     return s;
 }
 
+/* What a status change says beyond progress: the state, the generation, each condition's type,
+ * status and reason, each operand state's readiness, and the nodes that failed, are blocked,
+ * reconfigure or opted out. Changes of nothing but counts of nodes done and in progress, the
+ * nodes behind and the messages that count them are progress (see op_reconcile_status). */
+static json_t *significant(const json_t *status)
+{
+    json_t *s =
+        json_pack("{s:O?, s:O?, s:[], s:[], s:{}}", "state", json_object_get(status, "state"),
+                  "observedGeneration", json_object_get(status, "observedGeneration"), "conditions",
+                  "states", "nodes");
+    if (!s)
+        return NULL;
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(status, "conditions"), i, c)
+    {
+        if (json_array_append_new(
+                json_object_get(s, "conditions"),
+                json_pack("{s:O?, s:O?, s:O?}", "type", json_object_get(c, "type"), "status",
+                          json_object_get(c, "status"), "reason", json_object_get(c, "reason")))) {
+            json_decref(s);
+            return NULL;
+        }
+    }
+    json_array_foreach(json_object_get(status, "states"), i, c)
+    {
+        if (json_array_append_new(json_object_get(s, "states"),
+                                  json_pack("{s:O?, s:O?}", "name", json_object_get(c, "name"),
+                                            "ready", json_object_get(c, "ready")))) {
+            json_decref(s);
+            return NULL;
+        }
+    }
+    static const char *const kept[] = {"gpu", "failed", "blocked", "reconfiguring", "optedOut"};
+    const json_t *nodes = json_object_get(status, "nodes");
+    for (size_t k = 0; k < sizeof(kept) / sizeof(kept[0]); k++) {
+        json_t *v = json_object_get(nodes, kept[k]);
+        if (v && json_object_set(json_object_get(s, "nodes"), kept[k], v)) {
+            json_decref(s);
+            return NULL;
+        }
+    }
+    return s;
+}
+
+/* How long a change that is only progress waits after the last status write: 2 ms per GPU node
+ * between 200 ms and 5 s, so that a rollout over thousands of nodes updates the counts a user
+ * watches every few seconds instead of once per node. */
+static uint64_t progress_interval_ms(long gpu_nodes)
+{
+    uint64_t ms = gpu_nodes > 0 ? (uint64_t)gpu_nodes * 2 : 0;
+    return ms < 200 ? 200 : ms > 5000 ? 5000 : ms;
+}
+
 typedef struct agg {
     long gpu, done, in_progress, reconfiguring, failed, opted_out, mig_failed, blocked;
     long at_stage[OP_STAGE_COUNT], failed_at[OP_STAGE_COUNT];
@@ -431,6 +485,9 @@ long op_reconcile_status(op_controller *c)
     strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", &tm);
     const json_t *old = json_object_get(live, "status");
     const json_t *old_conds = json_object_get(old, "conditions");
+    const char *was = str_at(old, "state", NULL);
+    if (!was || !strcmp(was, "ready"))
+        atomic_store(&c->policy_was_ready, was != NULL);
     json_t *conds = json_array();
     json_t *states = json_array();
     bool oom = !conds || !states;
@@ -601,8 +658,16 @@ long op_reconcile_status(op_controller *c)
     bool same = json_equal(x, y);
     json_decref(x);
     json_decref(y);
+    json_t *sx = same ? NULL : significant(status), *sy = same || !old ? NULL : significant(old);
+    bool progress_only = sx && sy && json_equal(sx, sy);
+    json_decref(sx);
+    json_decref(sy);
+    uint64_t now_ms = op_mono_ms(), since = now_ms - c->status_written_ms,
+             wait_ms = progress_interval_ms(a.gpu);
     if (oom || !status || !x || (old && !y)) {
         again = 1000; /* out of memory: nothing written */
+    } else if (!same && progress_only && c->status_written_ms && since < wait_ms) {
+        again = (long)(wait_ms - since); /* progress: written with the next change or then */
     } else if (!same) {
         const char *old_state = str_at(old, "state", NULL);
         json_t *upd = json_deep_copy(live);
@@ -618,6 +683,9 @@ long op_reconcile_status(op_controller *c)
             op_requeue_failed(c, OP_KEY_STATUS, err.retry_after_s);
             again = OP_REQUEUED;
         } else {
+            c->status_written_ms = now_ms;
+            if (ready)
+                atomic_store(&c->policy_was_ready, true);
             /* Once, when the condition turns to CRDNotInstalled (not on every reconcile, nor on a
              * restart). */
             if (warn_optional && !was_false(old_conds, "OptionalCRDs", "CRDNotInstalled"))
