@@ -7,8 +7,8 @@
 #     root-owned 0755, as on any node).
 # Needs KUBECONFIG (the cluster) and REALNODE_DIR (the node's --dir).
 set -euo pipefail
-: "${KUBECONFIG:?set KUBECONFIG to the real node's cluster}"
-: "${REALNODE_DIR:?set REALNODE_DIR to the node's --dir}"
+: "${KUBECONFIG:?set KUBECONFIG to the cluster of e2e/realnode up}"
+: "${REALNODE_DIR:?set REALNODE_DIR to the --dir of e2e/realnode up}"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 IMAGE=ghcr.io/gpu-operator/gpu-operator-validator:0.1.0
 ns=realnode-smoke
