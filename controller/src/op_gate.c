@@ -359,6 +359,34 @@ static int driver_root_access(json_t *pod, json_t *ctr)
                                          "path", DRIVER_ROOT, "type", "DirectoryOrCreate"));
 }
 
+/* NVIDIA_VISIBLE_DEVICES=all and NVIDIA_DRIVER_CAPABILITIES=compute,utility in ctr's env unless
+ * spec.validator's env already sets them. Non-zero when out of memory. */
+static int visible_devices_all(json_t *ctr)
+{
+    static const char *const env[][2] = {{"NVIDIA_VISIBLE_DEVICES", "all"},
+                                         {"NVIDIA_DRIVER_CAPABILITIES", "compute,utility"}};
+    json_t *arr = json_object_get(ctr, "env");
+    if (!arr) {
+        arr = json_array();
+        if (!arr || json_object_set_new(ctr, "env", arr))
+            return -1;
+    }
+    for (size_t i = 0; i < 2; i++) {
+        bool have = false;
+        size_t k;
+        const json_t *e;
+        json_array_foreach(arr, k, e)
+        {
+            const char *n = json_string_value(json_object_get(e, "name"));
+            have = have || (n && !strcmp(n, env[i][0]));
+        }
+        if (!have && json_array_append_new(
+                         arr, json_pack("{s:s, s:s}", "name", env[i][0], "value", env[i][1])))
+            return -1;
+    }
+    return 0;
+}
+
 static json_t *validation_pod(const op_gate_policy *pol, const json_t *node, op_stage s,
                               const char *key, const char *res, int attempt)
 {
@@ -403,6 +431,13 @@ static json_t *validation_pod(const op_gate_policy *pol, const json_t *node, op_
      * the GPUs through the host's device nodes (privileged) and loads NVML from the driver
      * container's root, which the driver publishes at /run/nvidia/driver on the host. */
     if (s == OP_STAGE_DRIVER && driver_root_access(pod, ctr)) {
+        json_decref(pod);
+        return NULL;
+    }
+    /* Through the nvidia runtime, a container gets the driver's libraries only when it asks for
+     * devices: NVIDIA_VISIBLE_DEVICES, set by the device plugin's allocation when the pod requests
+     * a GPU resource, else here (the toolkit stage requests none). */
+    if (s != OP_STAGE_DRIVER && !res && visible_devices_all(ctr)) {
         json_decref(pod);
         return NULL;
     }
@@ -557,13 +592,11 @@ static kc_code gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gat
     }
     bool mig_capable = (node_label(node, "nvidia.com/mig.capable") &&
                         strcmp(node_label(node, "nvidia.com/mig.capable"), "true") == 0);
-    if (mig_capable && pol->enabled[OP_STAGE_MIG] && pol->mig_default && *pol->mig_default &&
-        !node_label(node, "nvidia.com/mig.config")) {
-        want_label(node, out, "nvidia.com/mig.config", pol->mig_default);
-        if (json_object_set_new(out->annotations, OP_MIG_DEFAULT_ANN,
-                                json_string(pol->mig_default)))
-            out->oom = true;
-    }
+    /* The default MIG config for a node that asks for none. Only the MIG manager reads it, so it
+     * waits for the node's next label patch (at the latest the one that deploys the MIG manager)
+     * rather than costing a patch of its own when GPU feature discovery reports mig.capable. */
+    bool mig_default = mig_capable && pol->enabled[OP_STAGE_MIG] && pol->mig_default &&
+                       *pol->mig_default && !node_label(node, "nvidia.com/mig.config");
 
     /* The stages this node goes through: enabled by the spec, MIG on MIG-capable nodes, and not
      * switched off on the node by its user. The operands that follow the chain (GFD, DCGM, ...)
@@ -733,6 +766,15 @@ static kc_code gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gat
         out->phase = OP_NODE_DONE;
         out->stage = OP_STAGE_COUNT;
         out->reason[0] = '\0';
+    }
+    /* Written with the other labels of this transition, or alone where no transition will come
+     * to carry it: the node is at the MIG stage or past it, or no longer waiting on the chain. */
+    if (mig_default && (json_object_size(out->labels) > 0 || out->stage >= OP_STAGE_MIG ||
+                        out->phase != OP_NODE_IN_PROGRESS)) {
+        want_label(node, out, "nvidia.com/mig.config", pol->mig_default);
+        if (json_object_set_new(out->annotations, OP_MIG_DEFAULT_ANN,
+                                json_string(pol->mig_default)))
+            out->oom = true;
     }
     return KC_OK;
 }

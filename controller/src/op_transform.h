@@ -127,9 +127,9 @@ kc_code op_spec_path(const json_t *spec, const char *dotted, const json_t **out,
  * relabelings}) at path to the ServiceMonitor object. */
 kc_code op_apply_service_monitor(op_tctx *t, json_t *sm, const json_t *sec, const char *path);
 
-/* GPU_VALIDATOR_LIBNVML of a driver-validation container: the host's library when the driver is
- * not containerized. */
-kc_code op_set_libnvml(op_tctx *t, json_t *container);
+/* GPU_VALIDATOR_DRIVER_ROOT of a driver-validation container: the driver container's root, or the
+ * host's (at /host) when the driver is not containerized. */
+kc_code op_set_driver_root(op_tctx *t, json_t *container);
 
 /* Checks that a string is a Kubernetes object name (DNS-1123 subdomain). */
 bool op_valid_name(const char *s);

@@ -1,5 +1,5 @@
 /* op_transform_validation: the container-toolkit and operator-validation states: toolkit image,
- * install dir, runtime and CDI env; validator env per validation and the NVML library path. */
+ * install dir, runtime and CDI env; validator env per validation and the driver root. */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,12 +7,14 @@
 
 #define OOM(t) kc_err_set((t)->err, KC_ENOMEM, "%s: out of memory", (t)->state)
 
-/* Where NVML is inside the validator containers: under the containerized driver's root, or the
- * host's (mounted at /host) when the driver is installed on the host. */
-#define LIBNVML_DRIVER_ROOT "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
-#define LIBNVML_HOST        "/host/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+/* Where the driver's libraries are for a driver-validation container, which runs outside the
+ * nvidia runtime: under the containerized driver's root, or under the host's root (mounted at
+ * /host) when the driver is installed on the host. gpu-validator looks for libnvidia-ml.so.1 and
+ * libcuda.so.1 in that root's library directories; naming only NVML leaves libcuda.so.1 unfound. */
+#define DRIVER_ROOT_CONTAINER "/run/nvidia/driver"
+#define DRIVER_ROOT_HOST      "/host"
 
-kc_code op_set_libnvml(op_tctx *t, json_t *container)
+kc_code op_set_driver_root(op_tctx *t, json_t *container)
 {
     bool driver;
     kc_code rc = op_section_enabled(t->spec, "driver", true, &driver, t->err);
@@ -26,8 +28,8 @@ kc_code op_set_libnvml(op_tctx *t, json_t *container)
         rc = op_spec_str(hp, "driverInstallDir", "spec.hostPaths", &install, t->err);
     if (rc != KC_OK)
         return rc;
-    const char *path = driver || install ? LIBNVML_DRIVER_ROOT : LIBNVML_HOST;
-    return op_env_set(container, "GPU_VALIDATOR_LIBNVML", path) == KC_OK ? KC_OK : OOM(t);
+    const char *root = driver || install ? DRIVER_ROOT_CONTAINER : DRIVER_ROOT_HOST;
+    return op_env_set(container, "GPU_VALIDATOR_DRIVER_ROOT", root) == KC_OK ? KC_OK : OOM(t);
 }
 
 /* validator.env, then validator.<sub>.env, into one validator container. */
@@ -108,7 +110,8 @@ kc_code op_transform_toolkit(op_tctx *t)
 
     json_t *dv = op_find_container(ds, "driver-validation");
     if (dv) {
-        if ((rc = op_set_libnvml(t, dv)) != KC_OK || (rc = validator_env(t, dv, "driver")) != KC_OK)
+        if ((rc = op_set_driver_root(t, dv)) != KC_OK ||
+            (rc = validator_env(t, dv, "driver")) != KC_OK)
             return rc;
     }
     static const char *const ctrs[] = {"nvidia-container-toolkit-ctr", NULL};
@@ -142,7 +145,7 @@ kc_code op_transform_validation(op_tctx *t)
         if (!c)
             continue;
         if (strcmp(subs[i].container, "driver-validation") == 0 &&
-            (rc = op_set_libnvml(t, c)) != KC_OK)
+            (rc = op_set_driver_root(t, c)) != KC_OK)
             return rc;
         if ((rc = validator_env(t, c, subs[i].sub)) != KC_OK)
             return rc;

@@ -158,6 +158,42 @@ Test(gate, walks_the_chain)
     cr_assert_null(json_object_get(out.labels, "nvidia.com/gpu.deploy.gpu-feature-discovery"));
     cr_assert_eq(out.stage, OP_STAGE_TOOLKIT);
     op_gate_out_clear(&out);
+
+    /* The toolkit's validation pod runs through the nvidia runtime and asks for every device
+     * (it requests no GPU resource, so no device plugin sets NVIDIA_VISIBLE_DEVICES): without it
+     * the runtime injects no driver library. */
+    json_t *tk = ready_pod("t1");
+    in.stage[OP_STAGE_TOOLKIT].operand_pod = tk;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(json_array_size(out.create), 1);
+    const json_t *tp = json_array_get(out.create, 0);
+    cr_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(tp, "spec"), "runtimeClassName")),
+        "nvidia");
+    const json_t *tc =
+        json_array_get(json_object_get(json_object_get(tp, "spec"), "containers"), 0);
+    cr_assert_null(json_object_get(tc, "resources"));
+    char *env = json_dumps(json_object_get(tc, "env"), JSON_COMPACT);
+    cr_assert_str_eq(env,
+                     "[{\"name\":\"NVIDIA_VISIBLE_DEVICES\",\"value\":\"all\"},"
+                     "{\"name\":\"NVIDIA_DRIVER_CAPABILITIES\",\"value\":\"compute,utility\"}]");
+    free(env);
+    op_gate_out_clear(&out);
+
+    /* spec.validator.toolkit.env naming the devices is kept as the user wrote it. */
+    json_t *uenv = json_pack("[{s:s, s:s}]", "name", "NVIDIA_VISIBLE_DEVICES", "value", "GPU-0");
+    p.validator_env[OP_STAGE_TOOLKIT] = uenv;
+    op_gate_node(&p, &in, &out, NULL);
+    tc = json_array_get(
+        json_object_get(json_object_get(json_array_get(out.create, 0), "spec"), "containers"), 0);
+    env = json_dumps(json_object_get(tc, "env"), JSON_COMPACT);
+    cr_assert_str_eq(env,
+                     "[{\"name\":\"NVIDIA_VISIBLE_DEVICES\",\"value\":\"GPU-0\"},"
+                     "{\"name\":\"NVIDIA_DRIVER_CAPABILITIES\",\"value\":\"compute,utility\"}]");
+    free(env);
+    op_gate_out_clear(&out);
+    json_decref(uenv);
+    json_decref(tk);
     json_decref(vp);
     json_decref(drv);
     json_decref(n);
@@ -224,6 +260,53 @@ Test(gate, mig_default_and_opt_out)
               "the operator's label goes");
     cr_assert_null(json_object_get(out.labels, "nvidia.com/gpu.deploy.dcgm"), "never overwrite");
     op_gate_out_clear(&out);
+    json_decref(n);
+}
+
+/* The default MIG config costs no label patch of its own: mig.capable comes from GPU feature
+ * discovery while the device plugin validates, and the default waits for the patch that deploys
+ * the MIG manager (its only reader), or goes alone once no transition will carry it. */
+Test(gate, mig_default_rides_with_the_mig_manager_label)
+{
+    op_gate_policy p = policy();
+    p.enabled[OP_STAGE_DRIVER] = p.enabled[OP_STAGE_TOOLKIT] = false;
+    json_t *n = gpu_node("    nvidia.com/gpu.present: \"true\"\n"
+                         "    nvidia.com/gpu.deploy.device-plugin: \"true\"\n"
+                         "    nvidia.com/gpu.deploy.gpu-feature-discovery: \"true\"\n"
+                         "    nvidia.com/gpu.deploy.dcgm: \"true\"\n"
+                         "    nvidia.com/gpu.deploy.dcgm-exporter: \"true\"\n"
+                         "    nvidia.com/gpu.deploy.operator-validator: \"true\"\n"
+                         "    nvidia.com/gpu.deploy.node-status-exporter: \"true\"\n"
+                         "    nvidia.com/mig.capable: \"true\"\n",
+                         "nvidia.com/gpu: \"8\"");
+    json_t *dp = ready_pod("dp");
+    op_gate_in in = {.node = n, .now_ms = 1000};
+    in.stage[OP_STAGE_PLUGIN].operand_pod = dp;
+    op_gate_out out;
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(out.phase, OP_NODE_IN_PROGRESS);
+    cr_assert_eq(out.stage, OP_STAGE_PLUGIN);
+    cr_assert_eq(json_object_size(out.labels), 0, "no patch while the plugin validates");
+    cr_assert_eq(json_object_size(out.annotations), 0);
+    json_t *val = validation_succeeded(&out, &in, OP_STAGE_PLUGIN);
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(out.stage, OP_STAGE_MIG);
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.mig-manager"), "true");
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/mig.config"), "all-disabled",
+                     "in the same patch as the MIG manager");
+    cr_assert_str_eq(lbl(out.annotations, OP_MIG_DEFAULT_ANN), "all-disabled");
+    op_gate_out_clear(&out);
+
+    /* The MIG manager switched off on the node: the default still comes, once the chain is
+     * done. */
+    json_object_set_new(json_object_get(json_object_get(n, "metadata"), "labels"),
+                        "nvidia.com/gpu.deploy.mig-manager", json_string("false"));
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(out.phase, OP_NODE_DONE);
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/mig.config"), "all-disabled");
+    op_gate_out_clear(&out);
+    json_decref(val);
+    json_decref(dp);
     json_decref(n);
 }
 

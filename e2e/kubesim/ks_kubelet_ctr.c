@@ -131,6 +131,20 @@ static void run_finish(kl_run *r)
     restart_or_stay(c);
 }
 
+void kl_ctr_sim_exit(kl_ctr *c, int code, const char *msg)
+{
+    char now[32];
+    ks_now_rfc3339(now);
+    c->exit_code = code;
+    c->state = CS_TERMINATED;
+    c->ready = false;
+    snprintf(c->reason, sizeof(c->reason), "%s", code == 0 ? "Completed" : "Error");
+    set_message(c, msg);
+    snprintf(c->finished_at, sizeof(c->finished_at), "%s", now);
+    kl_ctr_quiesce(c);
+    restart_or_stay(c);
+}
+
 static void on_drain(uv_timer_t *t)
 {
     run_finish(t->data);
@@ -546,6 +560,8 @@ static void restart_or_stay(kl_ctr *c)
         c->last_term = json_pack("{s:i, s:s, s:s, s:s, s:s}", "exitCode", c->exit_code, "reason",
                                  c->reason, "startedAt", c->started_at, "finishedAt",
                                  c->finished_at, "containerID", c->cid);
+        if (c->last_term && c->message && *c->message)
+            json_object_set_new(c->last_term, "message", json_string(c->message));
         char msg[600];
         snprintf(msg, sizeof(msg), "back-off %ds restarting failed container=%s pod=%s_%s(%s)",
                  (c->backoff_ms + 999) / 1000, c->name, p->name, p->ns, p->uid);

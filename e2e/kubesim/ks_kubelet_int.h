@@ -219,6 +219,9 @@ void kl_pod_ctr_pulled(kl_pod *p, kl_ctr *c);
 /* ks_kubelet_ctr.c */
 /* Starts container c: a process for mapped images, else a simulated running container. */
 void kl_ctr_start(kl_ctr *c);
+/* A simulated container exited with code, msg as its termination message: restarted with the
+ * back-off as the pod's restartPolicy says. */
+void kl_ctr_sim_exit(kl_ctr *c, int code, const char *msg);
 /* Signals a mapped container's process group (no-op when it has none). */
 void kl_ctr_signal(kl_ctr *c, int sig);
 /* Stops probes and back-off timers of c (kept initialized). */

@@ -424,21 +424,29 @@ static void begin_main(kl_pod *p)
     arm_ready(p);
 }
 
-/* Whether simulated init container c has exited. Elsewhere nothing runs in it and it completes
- * at once; on nodesim's nodes nodesim plays the container runtime: the container runs until the
- * pod's nodesim.io/init annotation answers "ok" for it (NVIDIA's gates wait there for the
- * component they wait on). */
-static bool sim_init_done(const kl_ctr *c)
+/* Whether simulated init container c has exited: 1 exited 0, 0 still running, -1 exited with a
+ * failure (*code, msg). Elsewhere nothing runs in it and it completes at once; on nodesim's nodes
+ * nodesim plays the container runtime: the container runs until the pod's nodesim.io/init
+ * annotation answers "ok" for it (NVIDIA's gates wait there for the component they wait on), or
+ * "exit N: TEXT" (it failed with code N, printing TEXT). */
+static int sim_init_done(const kl_ctr *c, int *code, char *msg, size_t size)
 {
     kl_pod *p = c->p;
     kl_node *n = kl_node_get(p->kl, p->node);
     if (!n || !n->nodesim)
-        return true;
+        return 1;
     const char *ann = sget(json_object_get(json_object_get(p->obj, "metadata"), "annotations"),
                            "nodesim.io/init", NULL);
     json_t *all = ann ? json_loads(ann, 0, NULL) : NULL;
     const char *v = json_string_value(json_object_get(all, c->name));
-    bool done = v && strcmp(v, "ok") == 0;
+    int done = v && strcmp(v, "ok") == 0;
+    char *end = NULL;
+    long n_ = v && !strncmp(v, "exit ", 5) ? strtol(v + 5, &end, 10) : 0;
+    if (!done && end && end[0] == ':' && n_ > 0 && n_ < 256) {
+        *code = (int)n_;
+        snprintf(msg, size, "%s", end[1] == ' ' ? end + 2 : end + 1);
+        done = -1;
+    }
     json_decref(all);
     return done;
 }
@@ -462,7 +470,15 @@ static void run_inits(kl_pod *p)
         }
         if (c->map || c->state != CS_RUNNING)
             kl_ctr_start(c);
-        if (c->map || c->state != CS_RUNNING || !sim_init_done(c)) {
+        int code = 0, done = 0;
+        char msg[1024];
+        if (!c->map && c->state == CS_RUNNING)
+            done = sim_init_done(c, &code, msg, sizeof(msg));
+        if (done < 0) {
+            kl_ctr_sim_exit(c, code, msg); /* back-off, then run_inits again */
+            return;
+        }
+        if (!done) {
             kl_pod_write(p);
             return;
         }
@@ -494,7 +510,9 @@ static void recheck_init(kl_pod *p)
     if (p->stage != ST_INIT || p->cur_init >= p->n_init)
         return;
     kl_ctr *c = &p->init[p->cur_init];
-    if (!c->map && c->state == CS_RUNNING && sim_init_done(c))
+    int code;
+    char msg[8];
+    if (!c->map && c->state == CS_RUNNING && sim_init_done(c, &code, msg, sizeof(msg)))
         run_inits(p);
 }
 
@@ -536,6 +554,11 @@ void kl_pod_ctr_changed(kl_pod *p, kl_ctr *c)
         run_inits(p);
         return;
     }
+    if (p->stage == ST_INIT && c->init && !c->map && c->state == CS_RUNNING &&
+        p->cur_init < p->n_init && &p->init[p->cur_init] == c) {
+        run_inits(p); /* a simulated init container restarted: nodesim's answer decides again */
+        return;
+    }
     kl_pod_write(p);
     arm_ready(p);
 }
@@ -564,7 +587,11 @@ static bool ctr_init(kl_pod *p, kl_ctr *c, const json_t *spec, bool init, size_t
         /* Startup probes always succeed once: the threshold is 1 by the API's validation. */
         c->sprobe.success_threshold = 1;
     }
-    if (c->map || c->sprobe.kind || c->rprobe.kind || c->lprobe.kind || p->kl->reg) {
+    /* nodesim may fail a simulated init container (an "exit" answer): it restarts with the
+     * back-off timer. */
+    kl_node *n = init && !c->map ? kl_node_get(p->kl, p->node) : NULL;
+    if (c->map || c->sprobe.kind || c->rprobe.kind || c->lprobe.kind || p->kl->reg ||
+        (n && n->nodesim)) {
         kl_timer_init(p, &c->t_backoff);
         kl_timer_init(p, &c->t_sprobe);
         kl_timer_init(p, &c->t_rprobe);

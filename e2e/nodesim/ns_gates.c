@@ -2,6 +2,7 @@
  * in each pod's nodesim.io/init annotation (see ns_init.h), the node's ready files, and the
  * workload pods NVIDIA's validator creates for its cuda and plugin components. */
 #include "ns_engine_int.h"
+#include "ns_access.h"
 #include "ns_init.h"
 
 #include <stdio.h>
@@ -240,6 +241,16 @@ static void init_answers(gstep *s, const ns_gate_view *v, const json_t *alloc)
                                  : "not started";
             else
                 wait = ns_init_gate_wait(&g, v);
+            /* The operator's gpu-validator that cannot reach the driver's libraries or its
+             * status file exits at once, whatever the component's state: the kubelet restarts
+             * it with its back-off. */
+            char why[600], acc[700];
+            int code = 0;
+            if (!validation && g.kind == NS_GATE_VALIDATOR && !g.nvidia &&
+                (code = ns_validator_access(p, c, why, sizeof(why))) != 0) {
+                snprintf(acc, sizeof(acc), "%s%d: gpu-validator: %s", NS_INIT_EXIT, code, why);
+                wait = acc;
+            }
             if (g.kind == NS_GATE_VALIDATOR) {
                 /* A validation deletes its file when it starts and writes it once, when it
                  * passed. */

@@ -1,8 +1,8 @@
 /* ns_init: init containers on nodesim's nodes. nodesim plays the container runtime for them as
  * for probes: an init container of a simulated pod runs until nodesim's answer in the pod's
- * nodesim.io/init annotation says it completed. NVIDIA's gates (a shell loop waiting for
- * /run/nvidia/validations/<x>-ready, NVIDIA's nvidia-validator with COMPONENT=x, the operator's
- * gpu-validator --mode x) complete once the component is ready on the node; other init
+ * nodesim.io/init annotation says it completed (or exited, failing). NVIDIA's gates (a shell loop
+ * waiting for /run/nvidia/validations/<x>-ready, NVIDIA's nvidia-validator with COMPONENT=x, the
+ * operator's gpu-validator --mode x) complete once the component is ready on the node; other init
  * containers complete at once. Pure functions; ns_gates.c applies them. */
 #ifndef NS_INIT_H
 #define NS_INIT_H
@@ -13,6 +13,9 @@
 /* The pod annotation with nodesim's answers for init containers: container name → "ok" (it
  * exited 0) or what it is still waiting for (it keeps running). */
 #define NS_INIT_ANNOTATION "nodesim.io/init"
+/* An answer "exit N: TEXT" (this prefix, then the code): the container exited with code N,
+ * printing TEXT; the kubelet restarts it with its back-off. */
+#define NS_INIT_EXIT "exit "
 
 typedef enum ns_gate_kind {
     NS_GATE_NONE = 0,  /* not a gate: completes at once */

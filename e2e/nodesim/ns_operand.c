@@ -1,5 +1,6 @@
 /* ns_operand: pod classification and validation-pod outcomes for nodesim. */
 #include "ns_operand.h"
+#include "ns_access.h"
 
 #include <fnmatch.h>
 #include <stdarg.h>
@@ -400,9 +401,27 @@ static const char *missing_resource(const json_t *pod, const json_t *alloc, long
     return NULL;
 }
 
-bool ns_validation_run(const json_t *pod, const ns_node_view *v, char **log_out)
+/* The container of pod that runs the operator's gpu-validator, or NULL. */
+static const json_t *gpu_validator_ctr(const json_t *pod)
+{
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(json_object_get(pod, "spec"), "containers"), i, c)
+    {
+        bool direct;
+        const char *prog = validator_program(c, &direct);
+        if (prog && !strcmp(prog, "gpu-validator"))
+            return c;
+    }
+    return NULL;
+}
+
+int ns_validation_run(const json_t *pod, const ns_node_view *v, char **log_out)
 {
     sbuf b = {0};
+    const json_t *gv = gpu_validator_ctr(pod);
+    char amsg[600];
+    int acode = 0;
     const char *mode = ns_pod_arg(pod, "--mode");
     if (!mode)
         mode = ns_pod_env(pod, "VALIDATOR_MODE");
@@ -427,6 +446,8 @@ bool ns_validation_run(const json_t *pod, const ns_node_view *v, char **log_out)
                "gpu-validator: no NVIDIA driver: libcuda.so.1: cannot open shared object file: No "
                "such file or directory (is the driver loaded on node %s?)\n",
                v->node);
+    } else if (gv && (acode = ns_validator_access(pod, gv, amsg, sizeof(amsg))) != 0) {
+        sb_add(&b, "gpu-validator: %s\nTest FAILED\n", amsg);
     } else if (strcmp(mode, "driver") != 0 && !v->toolkit_up) {
         sb_add(&b,
                "gpu-validator: mode %s: the NVIDIA container toolkit is not ready on node %s: the "
@@ -473,5 +494,5 @@ bool ns_validation_run(const json_t *pod, const ns_node_view *v, char **log_out)
     if (!b.s)
         b.s = strdup(ok ? "Test PASSED\n" : "validation failed\n");
     *log_out = b.s;
-    return ok;
+    return ok ? 0 : acode ? acode : 1;
 }

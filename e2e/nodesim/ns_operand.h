@@ -84,12 +84,13 @@ typedef struct ns_node_view {
 
 /* Decides a validation pod's outcome on the node (a CUDA sample pod prints the sample's own
  * output, ending in "Test PASSED" and "Done", or its allocation error): it succeeds when the GPUs
- * are there, the driver is up, the toolkit is up (every mode but `driver`), the nvidia.com/
- * resources it requests are allocatable and no GPU has an XID. *log_out (malloc'd) is what the
- * validator prints: the vectorAdd sample's output ending in "Test PASSED", or the reason it failed.
- * Returns true for success. The mode comes from the pod's --mode argument or VALIDATOR_MODE env
- * (default cuda). */
-bool ns_validation_run(const json_t *pod, const ns_node_view *v, char **log_out);
+ * are there, the driver is up, gpu-validator reaches the driver's libraries and its status file
+ * (ns_access.h), the toolkit is up (every mode but `driver`), the nvidia.com/ resources it
+ * requests are allocatable and no GPU has an XID. *log_out (malloc'd) is what the validator
+ * prints: the vectorAdd sample's output ending in "Test PASSED", or the reason it failed.
+ * Returns the exit code: 0 for success, 2 when gpu-validator finds no driver library, else 1.
+ * The mode comes from the pod's --mode argument or VALIDATOR_MODE env (default cuda). */
+int ns_validation_run(const json_t *pod, const ns_node_view *v, char **log_out);
 
 /* The pod annotation with nodesim's answers to its containers' probes (a JSON object). */
 #define NS_PROBES_ANNOTATION "nodesim.io/probes"

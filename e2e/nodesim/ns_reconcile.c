@@ -513,14 +513,6 @@ static void mig_manager(step *s)
 
 /* ---- validation pods ---- */
 
-static void finish_pod_as(step *s, const json_t *pod, int code, const char *reason,
-                          const char *log);
-
-static void finish_pod(step *s, const json_t *pod, bool ok, const char *log)
-{
-    finish_pod_as(s, pod, ok ? 0 : 1, ok ? "Completed" : "Error", log);
-}
-
 /* Ends a run-to-completion pod: its containers terminated with code and reason. */
 static void finish_pod_as(step *s, const json_t *pod, int code, const char *reason, const char *log)
 {
@@ -614,8 +606,8 @@ static void validations(step *s, const ns_node_view *view)
             continue;
         }
         char *log = NULL;
-        bool ok = ns_validation_run(p, view, &log);
-        finish_pod(s, p, ok, log ? log : "");
+        int code = ns_validation_run(p, view, &log);
+        finish_pod_as(s, p, code, code ? "Error" : "Completed", log ? log : "");
         free(log);
     }
     kc_map_free(n->vals, free);

@@ -996,6 +996,55 @@ Test(kubelet, simulated_init_container_on_a_nodesim_node_runs_until_nodesim_answ
     json_decref(p);
 }
 
+static bool init_restarted_twice(const json_t *pod, const void *arg)
+{
+    (void)arg;
+    return json_integer_value(jpath(pod, "status.initContainerStatuses.0.restartCount")) >= 2;
+}
+
+/* nodesim answers that a simulated init container exited with a failure ("exit N: TEXT"): it
+ * terminates with that code and text, and the kubelet restarts it with its back-off until
+ * nodesim answers otherwise. */
+Test(kubelet, simulated_init_container_that_nodesim_fails_crash_loops)
+{
+    start(0, 0);
+    add_node(NODE_NODESIM);
+    create("pods",
+           "{\"metadata\":{\"name\":\"tk\"},\"spec\":{\"nodeName\":\"g1\",\"initContainers\":[{"
+           "\"name\":\"driver-validation\",\"image\":\"ghcr.io/gpu-operator/gpu-operator-validator:"
+           "0.1.0\",\"command\":[\"gpu-validator\"],\"args\":[\"--mode\",\"driver\"]}],"
+           "\"containers\":[{\"name\":\"c\",\"image\":\"nvcr.io/nvidia/k8s/container-toolkit:"
+           "v1.17.0-ubuntu20.04\"}]}}");
+    json_decref(wait_pod("tk", init_running, NULL, "its init container Running"));
+    kc_err e = {0};
+    cr_assert_eq(ks_mutate(S->store, T_PODS, "default", "tk", KS_WRITE_MAIN, set_init_answer,
+                           "{\"driver-validation\":\"exit 2: gpu-validator: no NVIDIA driver: "
+                           "libcuda.so.1: cannot open shared object file\"}",
+                           NULL, &e),
+                 KC_OK, "%s", e.msg);
+    json_t *p = wait_pod("tk", init_restarted_twice, NULL, "restarted with the back-off");
+    cr_assert_str_eq(jstr(p, "status.phase"), "Pending");
+    cr_assert_eq(json_integer_value(
+                     jpath(p, "status.initContainerStatuses.0.lastState.terminated.exitCode")),
+                 2);
+    cr_assert_str_eq(jstr(p, "status.initContainerStatuses.0.lastState.terminated.reason"),
+                     "Error");
+    cr_assert_str_eq(jstr(p, "status.initContainerStatuses.0.lastState.terminated.message"),
+                     "gpu-validator: no NVIDIA driver: libcuda.so.1: cannot open shared object "
+                     "file");
+    cr_assert_str_eq(jstr(p, "status.containerStatuses.0.state.waiting.reason"), "PodInitializing");
+    json_decref(p);
+    char *w = warnings_of("tk");
+    cr_assert(strstr(w, "BackOff: Back-off restarting failed container driver-validation"), "%s",
+              w);
+    free(w);
+    /* Fixed: the next run passes and the pod runs. */
+    cr_assert_eq(ks_mutate(S->store, T_PODS, "default", "tk", KS_WRITE_MAIN, set_init_answer,
+                           "{\"driver-validation\":\"ok\"}", NULL, &e),
+                 KC_OK, "%s", e.msg);
+    json_decref(wait_pod("tk", phase_is, "Running", "Running once nodesim answers ok"));
+}
+
 Test(kubelet, startup_probe_gates_a_local_process)
 {
     ts_server *srv = ts_start(health_handler, NULL, NULL);

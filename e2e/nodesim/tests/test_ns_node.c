@@ -236,7 +236,7 @@ static ns_node_view a100_node(const json_t *alloc, const ns_faults *f)
 static void expect_failure(const json_t *pod_, const ns_node_view *v, const char *needle)
 {
     char *log = NULL;
-    cr_assert_not(ns_validation_run(pod_, v, &log));
+    cr_assert_neq(0, ns_validation_run(pod_, v, &log));
     cr_assert(strstr(log, needle), "%s", log);
     free(log);
 }
@@ -250,7 +250,7 @@ Test(operand, validation_outcomes)
     ns_fault_parse(NULL, 8, &f, NULL);
     ns_node_view v = a100_node(alloc, &f);
     char *log = NULL;
-    cr_assert(ns_validation_run(p, &v, &log));
+    cr_assert_eq(0, ns_validation_run(p, &v, &log));
     cr_assert(strstr(log, "Test PASSED"), "%s", log);
     cr_assert(strstr(log, "196 blocks of 256 threads"));
     free(log);
@@ -259,7 +259,7 @@ Test(operand, validation_outcomes)
                          "image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0, resources: "
                          "{limits: {nvidia.com/gpu: 1}}}]}\n");
     cr_assert_eq(ns_operand_of_pod(sample, "*other*"), NS_OP_VALIDATION, "not by the glob");
-    cr_assert(ns_validation_run(sample, &v, &log));
+    cr_assert_eq(0, ns_validation_run(sample, &v, &log));
     cr_assert_str_eq(log, "[Vector addition of 50000 elements]\n"
                           "Copy input data from the host memory to the CUDA device\n"
                           "CUDA kernel launch with 196 blocks of 256 threads\n"
@@ -275,7 +275,7 @@ Test(operand, validation_outcomes)
     cr_assert_eq(ns_operand_of_pod(sample, NULL), NS_OP_NONE, "a restarting pod is no test run");
     json_decref(sample);
     ns_fault_parse("xid:gpu=2:code=48", 8, &f, NULL);
-    cr_assert_not(ns_validation_run(p, &v, &log));
+    cr_assert_neq(0, ns_validation_run(p, &v, &log));
     cr_assert(strstr(log, "Xid 48 on GPU 2"), "%s", log);
     cr_assert_null(strstr(log, "Test PASSED"));
     free(log);
