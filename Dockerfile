@@ -9,7 +9,7 @@ RUN bash scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
 COPY scripts/min-deps.sh scripts/min-deps.sh
 # libcurl (HTTP/HTTPS, HTTP/2) and libmicrohttpd (HTTP) with only what the operator uses, linked
 # statically: Debian's carry GnuTLS, Kerberos, LDAP, SSH and more into every process.
-RUN KC_DEPS_CACHE=/deps bash scripts/min-deps.sh >/deps/prefix
+RUN mkdir -p /deps && KC_DEPS_CACHE=/deps bash scripts/min-deps.sh >/deps/prefix
 COPY . .
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKC_TESTS=OFF \
       -DKC_MIN_DEPS="$(cat /deps/prefix)" \
