@@ -84,8 +84,8 @@ static void ds_nodes(const json_t *ds, long long *total, long long *ready)
 }
 
 /* The condition about the objects of optional kinds (optional: c->optional), or NULL when none
- * was rendered. *warn: the spec asked for one whose CRD is not installed. req_missing receives
- * those objects ("Kind name, ..."). */
+ * was rendered (optional is NULL) or out of memory. *warn: the spec asked for one whose CRD is not
+ * installed. req_missing receives those objects ("Kind name, ..."). */
 static json_t *optional_condition(const json_t *optional, const json_t *old_conds, const char *now,
                                   bool *warn, char *req_missing, size_t req_size)
 {
@@ -609,6 +609,8 @@ long op_reconcile_status(op_controller *c)
                                                 req_missing, sizeof(req_missing));
     if (opt_cond)
         oom |= json_array_insert_new(conds, 2, opt_cond);
+    else if (!render_error[0] && optional)
+        oom = true; /* optional objects were rendered: NULL is out of memory, not "none" */
     /* Present while the policy names a sharing ConfigMap (or a node still reports one). */
     const json_t *dpcfg =
         json_object_get(json_object_get(json_object_get(live, "spec"), "devicePlugin"), "config");
