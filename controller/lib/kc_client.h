@@ -22,8 +22,8 @@ typedef struct kc_client_opts {
     long backoff_base_ms;    /* first retry delay (jittered, doubles); 0 → 200 */
     long backoff_max_ms;     /* cap; 0 → 10000 */
     const char *user_agent;  /* NULL → "gpu-operator/<version>" */
-    /* Streams only: abort a stream (KC_ETIMEDOUT) when fewer than 1 byte/s arrives for this many
-     * seconds (libcurl averages over its last 5 s, which can add up to 6 s); 0 → off. Off by
+    /* Streams only: end a stream (KC_ETIMEDOUT) when nothing arrives for this many seconds (one
+     * loop timer checks every stream each quarter of it, at most every 5 s); 0 → off. Off by
      * default because a quiet watch may legitimately send nothing for minutes; watches that
      * ask for bookmarks get one about every minute, so a client that only watches with
      * bookmarks can set it above that. Dead peers are also found by TCP keepalive (idle 30 s,

@@ -85,6 +85,8 @@ struct kc_loopctx {
     pthread_t thread; /* the loop's thread (the one that attached) */
     CURLM *multi;
     uv_timer_t *timer;  /* libcurl's timeout */
+    uv_timer_t *idle;   /* checks the streams for silence (NULL: no idle timeout) */
+    uint64_t idle_ms;   /* a stream that received nothing for this long ends */
     int in_curl;        /* inside curl_multi_socket_action: no handle may be removed */
     kc_stream *streams; /* every live stream */
     bool dead_pending;  /* a stream was cancelled inside a curl callback */

@@ -26,6 +26,7 @@ struct kc_stream {
     bool finishing; /* on_done is running; a cancel now is a no-op */
     char *errbody;
     size_t errbody_len;
+    uint64_t heard_ms; /* loop time of the last bytes received (or of the start) */
     kc_stream *next, *prev;
 };
 
@@ -97,6 +98,29 @@ static void on_poll(uv_poll_t *h, int status, int events)
 static void on_timeout(uv_timer_t *t)
 {
     socket_action(t->data, CURL_SOCKET_TIMEOUT, 0);
+}
+
+/* Ends the streams that received nothing for the idle timeout (a dead peer, a stuck proxy), as
+ * a timeout. One timer for every stream: libcurl's low-speed check would wake the loop once a
+ * second per stream, an idle operator's only work. */
+static void on_idle(uv_timer_t *t)
+{
+    kc_loopctx *lc = t->data;
+    if (lc->in_curl)
+        return;
+    uint64_t now = uv_now(lc->loop);
+    kc_stream *s = lc->streams;
+    while (s) {
+        kc_stream *next = s->next;
+        if (s->added && !s->cancelled && !s->finishing && now - s->heard_ms >= lc->idle_ms) {
+            snprintf(s->x.errbuf, sizeof(s->x.errbuf),
+                     "nothing received for %llu s (the streams' idle timeout)",
+                     (unsigned long long)(lc->idle_ms / 1000));
+            stream_end(s, CURLE_OPERATION_TIMEDOUT); /* may free next: start over */
+            next = lc->streams;
+        }
+        s = next;
+    }
 }
 
 /* libcurl's CURLMOPT_TIMERFUNCTION: (re)arms or stops the one timer. */
@@ -178,11 +202,15 @@ kc_code kc_client_attach_loop(kc_client *c, uv_loop_t *loop, kc_err *err)
     if (c->lc)
         return kc_err_set(err, KC_EARG, "kc_client_attach_loop: the client is already attached");
     kc_loopctx *lc = calloc(1, sizeof(*lc));
+    long idle_s = c->opts.stream_idle_timeout_s;
     if (!lc || !(lc->timer = malloc(sizeof(*lc->timer))) ||
-        !(lc->cancel = malloc(sizeof(*lc->cancel))) || !(lc->multi = curl_multi_init())) {
+        !(lc->cancel = malloc(sizeof(*lc->cancel))) ||
+        (idle_s > 0 && !(lc->idle = malloc(sizeof(*lc->idle)))) ||
+        !(lc->multi = curl_multi_init())) {
         if (lc) {
             free(lc->timer);
             free(lc->cancel);
+            free(lc->idle);
         }
         free(lc);
         return kc_err_set(err, KC_ENOMEM, "out of memory attaching the client to a loop");
@@ -195,6 +223,16 @@ kc_code kc_client_attach_loop(kc_client *c, uv_loop_t *loop, kc_err *err)
     uv_async_init(loop, lc->cancel, on_cancel);
     lc->cancel->data = lc;
     uv_unref((uv_handle_t *)lc->cancel); /* it alone must not keep the loop running */
+    if (lc->idle) {
+        /* Checked every quarter of the timeout (at most every 5 s): a silent stream ends
+         * between 1 and 1.25 timeouts after its last bytes. */
+        lc->idle_ms = (uint64_t)idle_s * 1000;
+        uint64_t every = lc->idle_ms / 4 > 5000 ? 5000 : lc->idle_ms / 4;
+        uv_timer_init(loop, lc->idle);
+        lc->idle->data = lc;
+        uv_timer_start(lc->idle, on_idle, every, every);
+        uv_unref((uv_handle_t *)lc->idle);
+    }
     curl_multi_setopt(lc->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
     curl_multi_setopt(lc->multi, CURLMOPT_SOCKETDATA, lc);
     curl_multi_setopt(lc->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
@@ -340,8 +378,10 @@ static bool stream_body(const char *p, size_t k, void *ud)
             s->errbody_len += take;
             nb[s->errbody_len] = '\0';
         }
+        s->heard_ms = uv_now(s->lc->loop);
         return true;
     }
+    s->heard_ms = uv_now(s->lc->loop);
     s->on_data(s, p, k, s->ud);
     return !s->cancelled;
 }
@@ -362,6 +402,7 @@ static void on_wait(uv_timer_t *t)
         return;
     }
     s->added = true;
+    s->heard_ms = uv_now(lc->loop);
 }
 
 kc_code kc_stream_start(kc_client *c, const kc_request *req, kc_stream_data_cb on_data,
@@ -399,12 +440,6 @@ kc_code kc_stream_start(kc_client *c, const kc_request *req, kc_stream_data_cb o
     if (code != KC_OK)
         goto fail;
     s->x.on_done = stream_xfer_done;
-    long idle_s = c->opts.stream_idle_timeout_s;
-    if (idle_s > 0 && (curl_easy_setopt(s->x.h, CURLOPT_LOW_SPEED_LIMIT, 1L) != CURLE_OK ||
-                       curl_easy_setopt(s->x.h, CURLOPT_LOW_SPEED_TIME, idle_s) != CURLE_OK)) {
-        code = kc_err_set(err, KC_ENOMEM, "out of memory starting a stream");
-        goto fail;
-    }
     uv_timer_init(lc->loop, s->wait);
     s->wait->data = s;
     /* Timers count from the loop's cached time, which is stale if the loop thread was busy:
@@ -457,6 +492,8 @@ void kc__stream_detach(kc_client *c)
     curl_multi_cleanup(lc->multi);
     uv_close((uv_handle_t *)lc->timer, free_handle);
     uv_close((uv_handle_t *)lc->cancel, free_handle);
+    if (lc->idle)
+        uv_close((uv_handle_t *)lc->idle, free_handle);
     free(lc);
 }
 

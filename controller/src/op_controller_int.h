@@ -127,9 +127,12 @@ struct op_controller {
     int n_workers;
     bool workers_started;
     atomic_bool synced;
-    atomic_bool lost_keys; /* a key could not be queued: the next resync queues everything */
-    atomic_bool running;   /* the loop and its stop handle exist */
-    atomic_long gpu_nodes; /* GPU nodes in the node cache (kept by the node handlers) */
+    atomic_bool lost_keys;     /* a key could not be queued: the next resync queues everything */
+    atomic_ulong queued;       /* keys queued so far: whether anything happened since a trim */
+    unsigned long trim_queued; /* (loop thread) `queued` at the last trim tick */
+    int trim_quiet;            /* (loop thread) trim ticks in a row that saw nothing queued */
+    atomic_bool running;       /* the loop and its stop handle exist */
+    atomic_long gpu_nodes;     /* GPU nodes in the node cache (kept by the node handlers) */
     /* The active ClusterPolicy has been ready (its status said so, or was written so); false
      * again for a policy that has no status yet. A node that gets ready after that, joining or
      * coming back, is announced by an Event; during the first rollout the policy's own Ready
