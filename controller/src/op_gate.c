@@ -403,11 +403,14 @@ static json_t *validation_pod(const op_gate_policy *pol, const json_t *node, op_
         snprintf(nodelabel, sizeof(nodelabel), "h-%016llx",
                  (unsigned long long)fnv1a(nname, NULL, NULL));
     snprintf(att, sizeof(att), "%d", attempt);
-    json_t *ctr = json_pack("{s:s, s:s, s:[s], s:[s, s], s:{s:b, s:b, s:{s:[s]}}}", "name",
-                            "validation", "image", pol->validator_image ? pol->validator_image : "",
-                            "command", "gpu-validator", "args", "--mode", stage_modes[s],
-                            "securityContext", "allowPrivilegeEscalation", 0,
-                            "readOnlyRootFilesystem", 1, "capabilities", "drop", "ALL");
+    /* FallbackToLogsOnError: a failed validation's last output lines become its terminated
+     * state's message, which the node's status shows (the validator writes no termination log). */
+    json_t *ctr =
+        json_pack("{s:s, s:s, s:[s], s:[s, s], s:{s:b, s:b, s:{s:[s]}}, s:s}", "name", "validation",
+                  "image", pol->validator_image ? pol->validator_image : "", "command",
+                  "gpu-validator", "args", "--mode", stage_modes[s], "securityContext",
+                  "allowPrivilegeEscalation", 0, "readOnlyRootFilesystem", 1, "capabilities",
+                  "drop", "ALL", "terminationMessagePolicy", "FallbackToLogsOnError");
     if (!ctr ||
         (res &&
          json_object_set_new(ctr, "resources", json_pack("{s:{s:s}}", "limits", res, "1"))) ||

@@ -6,6 +6,7 @@
 #include "ks_kubelet_int.h"
 
 #include "kc_log.h"
+#include "kc_termmsg.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -139,7 +140,15 @@ void kl_ctr_sim_exit(kl_ctr *c, int code, const char *msg)
     c->state = CS_TERMINATED;
     c->ready = false;
     snprintf(c->reason, sizeof(c->reason), "%s", code == 0 ? "Completed" : "Error");
-    set_message(c, msg);
+    /* msg is what the container printed: its log, and its message only when the kubelet is
+     * asked to take it (FallbackToLogsOnError) and the container failed. */
+    if (msg && *msg) {
+        ks_kl_logs_append(c->p->kl->logs, c->p->ns, c->p->name, c->name, msg, strlen(msg));
+        if (msg[strlen(msg) - 1] != '\n')
+            ks_kl_logs_append(c->p->kl->logs, c->p->ns, c->p->name, c->name, "\n", 1);
+    }
+    const char *pol = json_string_value(json_object_get(ctr_spec(c), "terminationMessagePolicy"));
+    set_message(c, kc_termmsg_from_log(pol, code) ? kc_termmsg_tail(msg) : NULL);
     snprintf(c->finished_at, sizeof(c->finished_at), "%s", now);
     kl_ctr_quiesce(c);
     restart_or_stay(c);

@@ -1003,8 +1003,9 @@ static bool init_restarted_twice(const json_t *pod, const void *arg)
 }
 
 /* nodesim answers that a simulated init container exited with a failure ("exit N: TEXT"): it
- * terminates with that code and text, and the kubelet restarts it with its back-off until
- * nodesim answers otherwise. */
+ * terminates with that code, and the kubelet restarts it with its back-off until nodesim answers
+ * otherwise. TEXT is what it printed: its terminated state's message only with
+ * terminationMessagePolicy FallbackToLogsOnError, as a real kubelet does. */
 Test(kubelet, simulated_init_container_that_nodesim_fails_crash_loops)
 {
     start(0, 0);
@@ -1012,7 +1013,8 @@ Test(kubelet, simulated_init_container_that_nodesim_fails_crash_loops)
     create("pods",
            "{\"metadata\":{\"name\":\"tk\"},\"spec\":{\"nodeName\":\"g1\",\"initContainers\":[{"
            "\"name\":\"driver-validation\",\"image\":\"ghcr.io/gpu-operator/gpu-operator-validator:"
-           "0.1.0\",\"command\":[\"gpu-validator\"],\"args\":[\"--mode\",\"driver\"]}],"
+           "0.1.0\",\"command\":[\"gpu-validator\"],\"args\":[\"--mode\",\"driver\"],"
+           "\"terminationMessagePolicy\":\"FallbackToLogsOnError\"}],"
            "\"containers\":[{\"name\":\"c\",\"image\":\"nvcr.io/nvidia/k8s/container-toolkit:"
            "v1.17.0-ubuntu20.04\"}]}}");
     json_decref(wait_pod("tk", init_running, NULL, "its init container Running"));
@@ -1038,6 +1040,30 @@ Test(kubelet, simulated_init_container_that_nodesim_fails_crash_loops)
     cr_assert(strstr(w, "BackOff: Back-off restarting failed container driver-validation"), "%s",
               w);
     free(w);
+    /* The default policy (File), with nothing written to the termination log: no message. */
+    create("pods",
+           "{\"metadata\":{\"name\":\"tk2\"},\"spec\":{\"nodeName\":\"g1\",\"initContainers\":[{"
+           "\"name\":\"driver-validation\",\"image\":\"ghcr.io/gpu-operator/gpu-operator-validator:"
+           "0.1.0\",\"command\":[\"gpu-validator\"],\"args\":[\"--mode\",\"driver\"]}],"
+           "\"containers\":[{\"name\":\"c\",\"image\":\"nvcr.io/nvidia/k8s/container-toolkit:"
+           "v1.17.0-ubuntu20.04\"}]}}");
+    json_decref(wait_pod("tk2", init_running, NULL, "its init container Running"));
+    cr_assert_eq(ks_mutate(S->store, T_PODS, "default", "tk2", KS_WRITE_MAIN, set_init_answer,
+                           "{\"driver-validation\":\"exit 2: gpu-validator: no NVIDIA driver\"}",
+                           NULL, &e),
+                 KC_OK, "%s", e.msg);
+    p = wait_pod("tk2", init_restarted_twice, NULL, "restarted with the back-off");
+    cr_assert_eq(json_integer_value(
+                     jpath(p, "status.initContainerStatuses.0.lastState.terminated.exitCode")),
+                 2);
+    cr_assert_null(jpath(p, "status.initContainerStatuses.0.lastState.terminated.message"));
+    json_decref(p);
+    /* What it printed is in its log either way. */
+    char *out = NULL;
+    cr_assert_eq(ks_kubelet_logs(S, "default", "tk2", "driver-validation", 1, &out, NULL, &e),
+                 KC_OK, "%s", e.msg);
+    cr_assert_str_eq(out, "gpu-validator: no NVIDIA driver\n");
+    free(out);
     /* Fixed: the next run passes and the pod runs. */
     cr_assert_eq(ks_mutate(S->store, T_PODS, "default", "tk", KS_WRITE_MAIN, set_init_answer,
                            "{\"driver-validation\":\"ok\"}", NULL, &e),
