@@ -26,6 +26,14 @@ fail() {
     echo "FAIL: $*"
     echo "--- kubectl get pods -A -o wide"
     k get pods -A -o wide 2>&1 | sed 's/^/  | /'
+    # What the failing containers said (the status shows only their back-off).
+    local pod c
+    for pod in $(k -n "$ns" get pods --no-headers 2>/dev/null | awk '$3 ~ /CrashLoopBackOff|Error/ {print $1}'); do
+        for c in $(k -n "$ns" get pod "$pod" -o jsonpath='{.spec.initContainers[*].name} {.spec.containers[*].name}' 2>/dev/null); do
+            { k -n "$ns" logs "$pod" -c "$c" --previous --tail 3 2>/dev/null ||
+                k -n "$ns" logs "$pod" -c "$c" --tail 3 2>/dev/null; } | sed "s#^#  | $pod/$c: #" || true
+        done
+    done
     echo "--- ClusterPolicy status"
     k get clusterpolicy cluster-policy -o jsonpath='{.status}' 2>&1 | head -c 3000 | sed 's/^/  | /'
     echo
