@@ -52,13 +52,14 @@ until_ok() {
 }
 cp_state() { [ "$(k get clusterpolicy cluster-policy -o jsonpath='{.status.state}' 2>/dev/null)" = "$1" ]; }
 ds_gone() { ! k -n "$ns" get daemonset "$1" >/dev/null 2>&1; }
-# ds_rolled NAME IMAGE: the DaemonSet's pods all run IMAGE and are ready.
+# ds_rolled NAME IMAGE: the DaemonSet's pods all run IMAGE and are ready, as its controller
+# reports for the DaemonSet's current generation (right after an edit, the status still
+# counts the old pods as updated and ready).
 ds_rolled() {
-    local want have ready
-    want=$(k -n "$ns" get daemonset "$1" -o jsonpath='{.status.desiredNumberScheduled}')
-    have=$(k -n "$ns" get daemonset "$1" -o jsonpath='{.status.updatedNumberScheduled}')
-    ready=$(k -n "$ns" get daemonset "$1" -o jsonpath='{.status.numberReady}')
-    [ "$want" -ge 1 ] && [ "$have" = "$want" ] && [ "$ready" = "$want" ] &&
+    local gen seen want have ready
+    read -r gen seen want have ready < <(k -n "$ns" get daemonset "$1" -o jsonpath='{.metadata.generation} {.status.observedGeneration} {.status.desiredNumberScheduled} {.status.updatedNumberScheduled} {.status.numberReady}')
+    [ -n "$gen" ] && [ "$seen" = "$gen" ] && [ "${want:-0}" -ge 1 ] && [ "$have" = "$want" ] &&
+        [ "$ready" = "$want" ] &&
         k -n "$ns" get daemonset "$1" -o jsonpath='{.spec.template.spec.containers[*].image}' | grep -q "$2"
 }
 no_pods() { [ -z "$(k -n "$ns" get pods -o name 2>/dev/null)" ]; }
@@ -134,8 +135,12 @@ step "flow 5: device plugin v0.20.0 -> v0.17.0"
 old_uid=$(k -n "$ns" get pods -l app=nvidia-device-plugin-daemonset -o jsonpath='{.items[0].metadata.uid}')
 k patch clusterpolicy cluster-policy --type merge -p '{"spec":{"devicePlugin":{"version":"v0.17.0"}}}' >/dev/null
 until_ok "the device plugin rolled to v0.17.0" 240 ds_rolled nvidia-device-plugin-daemonset k8s-device-plugin:v0.17.0
-new_uid=$(k -n "$ns" get pods -l app=nvidia-device-plugin-daemonset -o jsonpath='{.items[0].metadata.uid}')
-[ "$new_uid" != "$old_uid" ] || fail "the device plugin's pod was not replaced"
+plugin_replaced() {
+    local uids
+    uids=$(k -n "$ns" get pods -l app=nvidia-device-plugin-daemonset -o jsonpath='{.items[*].metadata.uid}')
+    [ -n "$uids" ] && ! grep -q "$old_uid" <<<"$uids"
+}
+until_ok "the device plugin's old pod replaced" 120 plugin_replaced
 until_ok "the ClusterPolicy ready after the roll" 300 cp_state ready
 step "device plugin rolled, ready again"
 
