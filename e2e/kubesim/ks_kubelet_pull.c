@@ -10,6 +10,7 @@
 #include "kc_log.h"
 #include "ks_admit.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -351,13 +352,14 @@ static bool add_waiter(kl_img *img, const kl_ctr *c)
     return true;
 }
 
-/* A pull of `size` bytes: the fixed latency plus the size over the node's bandwidth. */
+/* A pull of `size` bytes: the fixed latency plus the size over the node's bandwidth, rounded up
+ * to the millisecond (no pull ends before its last byte could have arrived). */
 static uint64_t pull_cost(const struct ks_kubelet *kl, uint64_t size, bool refresh)
 {
     uint64_t ms = (uint64_t)(kl->sim->opts.pull_latency_ms > 0 ? kl->sim->opts.pull_latency_ms : 0);
     double mbps = kl->sim->opts.pull_mbps;
     if (!refresh && mbps > 0)
-        ms += (uint64_t)((double)size / (mbps * 1e6) * 1000.0);
+        ms += (uint64_t)ceil((double)size / (mbps * 1e6) * 1000.0);
     return ms;
 }
 

@@ -46,10 +46,10 @@ case "$(k get pods -n demo bad --no-headers)" in
 *) fail "kubectl get pods: $(k get pods -n demo bad --no-headers)" ;;
 esac
 
-step "a pull takes size / bandwidth + latency, once per node: 150 MiB at 100 MB/s + 50 ms = 1.622 s"
+step "a pull takes size / bandwidth + latency, once per node: 150 MiB at 100 MB/s + 50 ms = 1.623 s"
 pod dp p4d-0 nvcr.io/nvidia/k8s-device-plugin:v0.20.0
 until_eq "dp running" "Running" 30 phase dp
-assert_contains "the Pulled event" 'Successfully pulled image "nvcr.io/nvidia/k8s-device-plugin:v0.20.0" in 1.622s' "$(evs dp Pulled)"
+assert_contains "the Pulled event" 'Successfully pulled image "nvcr.io/nvidia/k8s-device-plugin:v0.20.0" in 1.623s' "$(evs dp Pulled)"
 assert_contains "the image size" "Image size: 157286400 bytes." "$(evs dp Pulled)"
 pod dp2 p4d-0 nvcr.io/nvidia/k8s-device-plugin:v0.20.0
 until_eq "dp2 running" "Running" 30 phase dp2
