@@ -380,15 +380,14 @@ static void queue_controller(ks_controllers *c, const json_t *obj)
         qsoon(c, KSC_W_DEPLOY, ns, ksc_str(ref, "name"), uid);
 }
 
-static bool svc_selects(const json_t *svc, const json_t *pod)
+bool ksc_selector_map_selects(const json_t *sel, const json_t *obj)
 {
-    json_t *sel = ksc_at(svc, "spec.selector");
-    if (!pod || !json_is_object(sel) || json_object_size(sel) == 0)
+    if (!obj || !json_is_object(sel) || json_object_size(sel) == 0)
         return false;
-    json_t *labels = ksc_at(pod, "metadata.labels");
+    json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
     const char *k;
     json_t *v;
-    json_object_foreach(sel, k, v)
+    json_object_foreach((json_t *)sel, k, v)
     {
         json_t *l = json_object_get(labels, k);
         if (!json_is_string(l) || !json_is_string(v) ||
@@ -418,9 +417,11 @@ static void dispatch_pod(ks_controllers *c, ksc_ent *e, const json_t *old, const
     size_t pos = 0;
     const char *sk;
     void *sv;
-    while (svcs && kc_map_next(svcs, &pos, &sk, &sv))
-        if (svc_selects(((ksc_ent *)sv)->obj, now) || svc_selects(((ksc_ent *)sv)->obj, old))
+    while (svcs && kc_map_next(svcs, &pos, &sk, &sv)) {
+        const json_t *sel = ksc_at(((ksc_ent *)sv)->obj, "spec.selector");
+        if (ksc_selector_map_selects(sel, now) || ksc_selector_map_selects(sel, old))
             kc_workqueue_add_after(c->w[KSC_W_EP].q, sk, ep_delay);
+    }
     /* Pending pods go to the scheduler; so do deleted ones, for it to forget their backoff. */
     if (e->pending)
         q(c, KSC_W_SCHED, e->nskey);
@@ -444,7 +445,21 @@ static void dispatch_node(ks_controllers *c, ksc_ent *e, const json_t *old, cons
             qf(c, KSC_W_PODGC, "!%s", pk); /* "!": its node was seen going away */
     }
     if (deleted || !old || ksc_node_changed(old, now)) {
-        enqueue_kind_locked(c, KSC_K_DAEMONSET, KSC_W_DS);
+        /* As the real controller does: an added or deleted node wakes every DaemonSet, an
+         * updated one only those whose decision for it changed (a rollout's label patch wakes
+         * one, not all, and none of them then walks the fleet for nothing). */
+        size_t pos = 0;
+        const char *k;
+        void *v;
+        while (kc_map_next(c->kind_idx[KSC_K_DAEMONSET], &pos, &k, &v)) {
+            bool run0 = true, cont0 = true, run1, cont1;
+            const json_t *ds = ((ksc_ent *)v)->obj;
+            if (!deleted && old)
+                ksc_ds_node_eligibility(ds, old, &run0, &cont0);
+            ksc_ds_node_eligibility(ds, now, &run1, &cont1);
+            if (deleted || !old || run0 != run1 || cont0 != cont1)
+                q(c, KSC_W_DS, k);
+        }
         if (kc_map_size(c->pending))
             kc_workqueue_add_after(c->w[KSC_W_SCHED].q, "*", 50);
     }
@@ -718,12 +733,18 @@ json_t *ksc_all(ks_controllers *c, ksc_kind kind)
     return r;
 }
 
-json_t *ksc_pods_in_ns(ks_controllers *c, const char *ns)
+json_t *ksc_pods_selected(ks_controllers *c, const char *ns, const json_t *selector)
 {
+    json_t *arr = json_array();
     pthread_mutex_lock(&c->mu);
-    json_t *r = collect(c->pods_by_ns ? kc_map_get(c->pods_by_ns, ns) : NULL, KSC_K_OTHER, NULL);
+    kc_map *m = c->pods_by_ns ? kc_map_get(c->pods_by_ns, ns) : NULL;
+    size_t pos = 0;
+    void *v;
+    while (arr && m && kc_map_next(m, &pos, NULL, &v))
+        if (ksc_selector_map_selects(selector, ((ksc_ent *)v)->obj))
+            json_array_append(arr, ((ksc_ent *)v)->obj);
     pthread_mutex_unlock(&c->mu);
-    return r;
+    return arr;
 }
 
 void ksc_enqueue_all(ks_controllers *c, ksc_kind kind, int wi)

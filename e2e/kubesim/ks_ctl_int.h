@@ -165,8 +165,11 @@ void ksc_enqueue_all(ks_controllers *c, ksc_kind kind, int wi);
 json_t *ksc_by_uid(ks_controllers *c, const char *uid, const ks_rtype **t);
 /* How many cached objects name uid as an owner. */
 size_t ksc_dependent_count(ks_controllers *c, const char *uid);
-/* Cached pods of namespace ns (new array of references). */
-json_t *ksc_pods_in_ns(ks_controllers *c, const char *ns);
+/* Cached pods of namespace ns whose labels a Service's selector (a map of labels, non-empty)
+ * selects (new array of references). */
+json_t *ksc_pods_selected(ks_controllers *c, const char *ns, const json_t *selector);
+/* Whether a Service's selector (non-empty map of labels) selects obj's labels. */
+bool ksc_selector_map_selects(const json_t *selector, const json_t *obj);
 /* The keys of every unscheduled pod (new array of strings). */
 json_t *ksc_pending_keys(ks_controllers *c);
 /* Direct access for the scheduler's node scan, between ksc_lock and ksc_unlock: the cached
@@ -279,6 +282,9 @@ kc_code ksc_ns_sync(ksc_worker *w, const char *key, kc_err *err);
 kc_code ksc_deploy_sync(ksc_worker *w, const char *key, kc_err *err);
 kc_code ksc_rs_sync(ksc_worker *w, const char *key, kc_err *err);
 kc_code ksc_ds_sync(ksc_worker *w, const char *key, kc_err *err);
+/* Whether DaemonSet ds should run a pod on node (*run) and keep one running there (*cont): its
+ * template's node selection and taints against its tolerations plus the ones DaemonSets add. */
+void ksc_ds_node_eligibility(const json_t *ds, const json_t *node, bool *run, bool *cont);
 kc_code ksc_sched_sync(ksc_worker *w, const char *key, kc_err *err);
 kc_code ksc_ep_sync(ksc_worker *w, const char *key, kc_err *err);
 /* A Service is gone (its DELETED event, cache lock held): its clusterIP and node ports go back to

@@ -377,6 +377,18 @@ static kc_code sync_status(dsctx *x, dsnode *nodes, size_t n, kc_err *err)
     return rc == KC_ENOTFOUND ? KC_OK : rc;
 }
 
+void ksc_ds_node_eligibility(const json_t *ds, const json_t *node, bool *run, bool *cont)
+{
+    const json_t *spec = ksc_at(ds, "spec.template.spec");
+    *run = *cont = ksc_node_matches(spec, node);
+    if (!*run || json_array_size(ksc_at(node, "spec.taints")) == 0)
+        return; /* the added tolerations matter only against taints */
+    json_t *extra = ksc_ds_tolerations(spec);
+    *run = !ksc_untolerated_taint(spec, extra, node, false);
+    *cont = !ksc_untolerated_taint(spec, extra, node, true);
+    json_decref(extra);
+}
+
 kc_code ksc_ds_sync(ksc_worker *w, const char *key, kc_err *err)
 {
     ks_controllers *c = w->c;
@@ -393,8 +405,6 @@ kc_code ksc_ds_sync(ksc_worker *w, const char *key, kc_err *err)
                       x.hash);
     json_t *nodes = ksc_all(c, KSC_K_NODE);
     json_t *pods = ksc_dependents(c, ksc_str(x.ds, "metadata.uid"), KSC_K_POD, true);
-    json_t *spec = ksc_at(x.ds, "spec.template.spec");
-    json_t *extra = ksc_ds_tolerations(spec);
     size_t n = json_array_size(nodes);
     dsnode *dn = calloc(n ? n : 1, sizeof *dn);
     kc_map *idx = kc_map_new();
@@ -406,9 +416,7 @@ kc_code ksc_ds_sync(ksc_worker *w, const char *key, kc_err *err)
         dsnode *d = &dn[i];
         d->node = json_array_get(nodes, i);
         d->live = json_array();
-        bool match = ksc_node_matches(spec, d->node);
-        d->should_run = match && !ksc_untolerated_taint(spec, extra, d->node, false);
-        d->should_continue = match && !ksc_untolerated_taint(spec, extra, d->node, true);
+        ksc_ds_node_eligibility(x.ds, d->node, &d->should_run, &d->should_continue);
         kc_map_put(idx, ksc_str(d->node, "metadata.name"), d, NULL);
     }
     /* Pods on nodes that are gone are the pod GC's; the rest are grouped by node. */
@@ -455,7 +463,6 @@ out:
         json_decref(dn[i].live);
     free(dn);
     kc_map_free(idx, NULL);
-    json_decref(extra);
     json_decref(pods);
     json_decref(nodes);
     json_decref(x.ds);

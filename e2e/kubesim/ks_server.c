@@ -1,6 +1,7 @@
 /* ks_server: kubesim's HTTP(S) API server: libmicrohttpd listeners, request bodies, routing,
  * authentication and authorization, request logging and per-client counters. */
 #include "ks_server_int.h"
+#include "ks_evcache.h"
 #include "ks_pki.h"
 
 #include "kc_log.h"
@@ -101,6 +102,12 @@ json_t *ks_server_request_stats(ks_sim *sim)
         json_object_set_new(json_object_get(c, "requests"), what, json_integer((json_int_t)n));
     }
     pthread_mutex_unlock(&srv->stats_mu);
+    /* How often a watch event's text was shared rather than serialized again (ks_evcache). */
+    uint64_t hits = 0, misses = 0;
+    ks_evcache_stats(srv->evcache, &hits, &misses);
+    json_object_set_new(
+        out, "watchEventText",
+        json_pack("{s:I, s:I}", "shared", (json_int_t)hits, "serialized", (json_int_t)misses));
     return out;
 }
 
@@ -667,7 +674,8 @@ kc_code ks_server_start(ks_sim *sim, const char *cert_pem, const char *key_pem, 
     pthread_mutex_init(&srv->stats_mu, NULL);
     srv->stats = kc_map_new();
     srv->faults = ks_faults_new(srv);
-    if (!srv->stats || !srv->faults) {
+    srv->evcache = ks_evcache_new();
+    if (!srv->stats || !srv->faults || !srv->evcache) {
         rc = kc_err_set(err, KC_ENOMEM, "api server: out of memory");
         goto fail;
     }
@@ -745,6 +753,7 @@ fail:
     free(sim->http_url);
     sim->http_url = NULL;
     ks_faults_free(srv->faults);
+    ks_evcache_free(srv->evcache);
     kc_map_free(srv->stats, free);
     pthread_mutex_destroy(&srv->stats_mu);
     free(box->cert);
@@ -772,6 +781,7 @@ void ks_server_stop(ks_sim *sim)
     free(sim->http_url);
     sim->http_url = NULL;
     ks_faults_free(srv->faults);
+    ks_evcache_free(srv->evcache);
     kc_map_free(srv->stats, free);
     pthread_mutex_destroy(&srv->stats_mu);
     free(box->cert);

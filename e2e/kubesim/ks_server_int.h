@@ -30,7 +30,8 @@ struct ks_server {
     pthread_mutex_t stats_mu;
     kc_map *stats; /* "user\x1fagent\x1fverb\x1fresource" → uint64_t * (owned) */
     uint64_t total;
-    struct ks_faults *faults; /* fault injection (ks_fault.c) */
+    struct ks_faults *faults;   /* fault injection (ks_fault.c) */
+    struct ks_evcache *evcache; /* watch events' objects, serialized once (ks_evcache.c) */
 };
 
 /* What the client asked for in Accept (the first media range kubesim can produce). */

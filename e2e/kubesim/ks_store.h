@@ -158,6 +158,10 @@ typedef struct ks_event {
      * members may be set or removed, but nested values are the store's and must not change. */
     json_t *object;
     uint64_t rv;
+    /* With ks_watch_opts.keep_src only: a reference (the receiver's to json_decref) to the store's
+     * object that object was copied from, shared by every watcher of the event: the same pointer
+     * means the same state, so what is derived from it may be computed once for all of them. */
+    json_t *src;
 } ks_event;
 
 typedef struct ks_watch ks_watch;
@@ -177,6 +181,7 @@ typedef struct ks_watch_opts {
     bool bookmarks;
     long bookmark_ms;
     long lifetime_ms;
+    bool keep_src; /* fill ks_event.src */
 } ks_watch_opts;
 
 /* The API server's watch cache bookmarks each watcher about once a minute. */

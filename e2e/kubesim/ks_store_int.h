@@ -94,6 +94,7 @@ struct ks_watch {
     const kc_label_selector *labels;
     const kc_field_selector *fields;
     bool bookmarks;
+    bool keep_src;       /* ks_event.src wanted */
     long bookmark_ms;    /* a bookmark after this long without an event */
     bool final_bookmark; /* one more is due at final_at (2 s before the watch ends) */
     struct timespec final_at;

@@ -364,6 +364,7 @@ kc_code ks_watch_open(ks_store *st, const ks_watch_opts *opts, ks_watch **out, k
     w->labels = opts->labels;
     w->fields = opts->fields;
     w->bookmarks = opts->bookmarks;
+    w->keep_src = opts->keep_src;
     w->bookmark_ms = opts->bookmark_ms > 0 ? opts->bookmark_ms : KS_BOOKMARK_DEFAULT_MS;
     /* A namespace filter means nothing for a cluster-scoped type. */
     bool want_ns = opts->ns && opts->ns[0] && !(w->t && !w->t->bucket->namespaced);
@@ -469,7 +470,10 @@ int ks_watch_next(ks_watch *w, int timeout_ms, ks_event *ev, kc_err *err)
              * nested values are shared (a deep copy per watcher per event was most of kubesim's
              * CPU in a 1,000-node rollout). */
             ev->object = json_copy(q.obj);
-            json_decref(q.obj);
+            if (w->keep_src && ev->object)
+                ev->src = q.obj; /* the queue's reference, handed on */
+            else
+                json_decref(q.obj);
             if (!ev->object) {
                 kss_err(err, KC_ENOMEM, 500, "out of memory copying a watch event");
                 return -1;

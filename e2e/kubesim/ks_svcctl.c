@@ -9,21 +9,6 @@
 #include "ks_admit.h"
 #include "ks_ctl_int.h"
 
-static bool selects(const json_t *sel, const json_t *pod)
-{
-    json_t *labels = ksc_at(pod, "metadata.labels");
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)sel, k, v)
-    {
-        json_t *l = json_object_get(labels, k);
-        if (!json_is_string(l) || !json_is_string(v) ||
-            strcmp(json_string_value(l), json_string_value(v)))
-            return false;
-    }
-    return true;
-}
-
 /* The container port a Service port targets on pod, or -1 (a named port the pod lacks). */
 static long long target_port(const json_t *sport, const json_t *pod)
 {
@@ -109,7 +94,7 @@ static json_t *build_subsets(const json_t *svc, json_t *pods)
     json_array_foreach(pods, i, pod)
     {
         const char *ip = ksc_str(pod, "status.podIP");
-        if (!selects(sel, pod) || !*ip || ksc_pod_terminated(pod) ||
+        if (!ksc_selector_map_selects(sel, pod) || !*ip || ksc_pod_terminated(pod) ||
             (ksc_deleting(pod) && !publish))
             continue;
         json_t *ports = pod_ports(svc, pod);
@@ -197,7 +182,7 @@ kc_code ksc_ep_sync(ksc_worker *w, const char *key, kc_err *err)
     if (!json_is_object(sel) || json_object_size(sel) == 0 || ksc_deleting(svc))
         goto out; /* Endpoints of selector-less Services are the user's */
     const char *ns = ksc_str(svc, "metadata.namespace"), *name = ksc_str(svc, "metadata.name");
-    json_t *pods = ksc_pods_in_ns(c, ns);
+    json_t *pods = ksc_pods_selected(c, ns, sel);
     ep_req r = {json_deep_copy(ksc_at(svc, "metadata.labels")), build_subsets(svc, pods)};
     json_decref(pods);
     if (!json_is_object(r.labels)) {

@@ -3,6 +3,7 @@
  * their connection's own thread and end on timeout, shutdown, or when the client leaves. */
 #include "ks_server_int.h"
 
+#include "ks_evcache.h"
 #include "ks_fault.h"
 
 #include <errno.h>
@@ -160,10 +161,45 @@ static json_t *bookmark_object(watch_stream *s, uint64_t rv)
                      "resourceVersion", rvs);
 }
 
+/* A JSON event line whose object's text every watcher of the event shares (ks_evcache): what
+ * add_line would write for it, byte for byte, serialized once. */
+static bool add_shared_line(watch_stream *s, const char *type, ks_event *ev)
+{
+    char key[512], gv[256];
+    snprintf(key, sizeof(key), "%s\x1f%s\x1f%s",
+             json_string_value(json_object_get(ev->object, "apiVersion")),
+             ks_group_version(gv, sizeof(gv), s->rt.group, s->rt.version),
+             s->rt.t ? s->rt.t->kind : "");
+    size_t n = 0;
+    char *text = ks_evcache_get(s->srv->evcache, ev->src, key, &n);
+    if (!text) {
+        json_t *obj = ks_object_for_route(&s->rt, ev->object);
+        text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+        json_decref(obj);
+        if (!text)
+            return false;
+        n = strlen(text);
+        ks_evcache_put(s->srv->evcache, ev->src, key, text, n);
+    }
+    bool ok = pend_add(&s->out, "{\"type\":\"", 9) && pend_add(&s->out, type, strlen(type)) &&
+              pend_add(&s->out, "\",\"object\":", 11) && pend_add(&s->out, text, n) &&
+              pend_add(&s->out, "}\n", 2);
+    free(text);
+    return ok;
+}
+
 /* Formats one store event (its object consumed) into the pending output. */
 static bool add_event(watch_stream *s, ks_event *ev)
 {
     json_t *obj;
+    if (ev->src) { /* only on JSON watches (keep_src), only for the store's events */
+        bool ok = add_shared_line(s, type_name(ev->type), ev);
+        json_decref(ev->src);
+        ev->src = NULL;
+        json_decref(ev->object);
+        ev->object = NULL;
+        return ok;
+    }
     if (ev->type == KS_BOOKMARK) {
         obj = bookmark_object(s, ev->rv);
     } else if (s->table) {
@@ -319,7 +355,8 @@ enum MHD_Result ks_handle_watch(ks_req *r, ks_selectors *sel)
                         .labels = s->sel.labels,
                         .fields = s->sel.fields,
                         .bookmarks = ks_req_arg_bool(r, "allowWatchBookmarks", false),
-                        .lifetime_ms = timeout * 1000};
+                        .lifetime_ms = timeout * 1000,
+                        .keep_src = !s->table && !s->proto && s->srv->evcache};
     if (!wo.name && s->sel.fields)
         wo.name = kc_field_selector_equals_value(s->sel.fields, "metadata.name");
     if (ks_req_arg_bool(r, "sendInitialEvents", false)) {

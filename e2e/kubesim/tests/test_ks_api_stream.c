@@ -1,6 +1,7 @@
 /* Tests of kubesim's streaming responses: watches (initial events, resume, selectors, 410
  * expiry, Table events, bookmarks, client disconnects) and pod logs (plain, tail, follow). */
 #include "ks_api_test.h"
+#include "ks_evcache.h"
 
 #include "kc_watch.h"
 
@@ -225,6 +226,68 @@ Test(stream, live_events_reach_an_open_watch)
     cr_assert_str_eq(ev_name(evs, 0), "live-0");
     cr_assert_str_eq(ev_name(evs, 19), "live-19");
     json_decref(evs);
+    free(rv);
+}
+
+Test(stream, watchers_of_one_event_get_one_serialization)
+{
+    /* Three watchers of the same 20 events: two alike, one whose label selector turns an update
+     * into DELETED. Each event's object is serialized once (ks_evcache) and every line reads as
+     * the API server writes it: {"type":...,"object":...}, compact, in that order. The watchers
+     * replay the events one after another, so which of them serializes is fixed. */
+    char *rv = create_cm("base", NULL);
+    for (int i = 0; i < 10; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "shared-%d", i);
+        free(create_cm(name, "x"));
+        json_t *cm = ka_cm(name, "k", "v2"); /* drops the label: DELETED for the third */
+        kc_err err;
+        cr_assert_eq(kc_update(ka.c, &KC_RES_CONFIGMAPS, "default", cm, NULL, &err), KC_OK, "%s",
+                     err.msg);
+        json_decref(cm);
+    }
+    char path[3][256];
+    for (int i = 0; i < 3; i++)
+        snprintf(path[i], sizeof(path[i]),
+                 "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=%s&"
+                 "timeoutSeconds=1%s",
+                 rv, i == 2 ? "&labelSelector=tier%3Dx" : "");
+    uint64_t h[4], m[4];
+    ka_resp r[3];
+    ks_evcache_stats(ka.sim.server->evcache, &h[0], &m[0]);
+    for (int i = 0; i < 3; i++) {
+        r[i] = ka_http_ex("GET", ka.sim.server_url, path[i], ka.token, NULL, NULL, 15000);
+        cr_assert_eq(r[i].status, 200, "%s", r[i].body);
+        ks_evcache_stats(ka.sim.server->evcache, &h[i + 1], &m[i + 1]);
+    }
+    cr_assert_eq(m[1] - m[0], 20, "the first watcher serialized %llu",
+                 (unsigned long long)(m[1] - m[0]));
+    cr_assert_eq(h[3] - h[1], 40, "the others shared %llu", (unsigned long long)(h[3] - h[1]));
+    cr_assert_eq(m[3], m[1], "the others serialized again");
+    cr_assert_str_eq(r[0].body, r[1].body, "two alike watchers got different bytes");
+    int deleted = 0;
+    for (int i = 0; i < 3; i++) {
+        int lines = 0;
+        char *save = NULL;
+        for (char *l = strtok_r(r[i].body, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+            json_error_t je;
+            json_t *ev = json_loads(l, 0, &je);
+            cr_assert_not_null(ev, "line %s: %s", l, je.text);
+            char *again = json_dumps(ev, JSON_COMPACT);
+            cr_assert_str_eq(again, l);
+            cr_assert(!strncmp(l, "{\"type\":\"", 9), "%s", l);
+            json_t *o = json_object_get(ev, "object");
+            cr_assert_str_eq(json_string_value(json_object_get(o, "kind")), "ConfigMap");
+            cr_assert_str_eq(json_string_value(json_object_get(o, "apiVersion")), "v1");
+            deleted += i == 2 && !strcmp(json_string_value(json_object_get(ev, "type")), "DELETED");
+            free(again);
+            json_decref(ev);
+            lines++;
+        }
+        cr_assert_eq(lines, 20, "watcher %d got %d events", i, lines);
+        ka_resp_free(&r[i]);
+    }
+    cr_assert_eq(deleted, 10, "the selector's watcher saw %d DELETED", deleted);
     free(rv);
 }
 

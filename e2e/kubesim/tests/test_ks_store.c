@@ -193,6 +193,40 @@ Test(store, writes_copy_what_the_caller_still_holds)
     json_decref(mine);
 }
 
+static kc_code link_held(void *ud, json_t *obj, kc_err *err)
+{
+    /* Links in values the caller keeps: one under a new key, one deep in an array. */
+    json_t *held = ud;
+    json_object_set(json_object_get(obj, "spec"), "held", held);
+    json_object_set_new(json_object_get(obj, "spec"), "list", json_pack("[i, O]", 1, held));
+    json_object_set(obj, "status", json_object_get(held, "status"));
+    return KC_OK;
+}
+
+Test(store, mutate_copies_what_its_function_still_holds)
+{
+    kst_create_free(st, ty.configmaps, "default", kst_obj(NULL, "m", json_pack("{s:s}", "a", "1")));
+    json_t *held = json_pack("{s:s, s:{s:s}}", "v", "1", "status", "s", "1");
+    for (int i = 0; i < 2; i++) {
+        ks_write_kind kind = i ? KS_WRITE_STATUS : KS_WRITE_MAIN;
+        cr_assert_eq(
+            ks_mutate(st, ty.configmaps, "default", "m", kind, link_held, held, NULL, NULL), KC_OK);
+    }
+    /* The caller changes what it held: the stored state does not. */
+    json_object_set_new(held, "v", json_string("changed"));
+    json_object_set_new(json_object_get(held, "status"), "s", json_string("changed"));
+    json_t *got = NULL;
+    cr_assert_eq(ks_get(st, ty.configmaps, "default", "m", &got, NULL), KC_OK);
+    json_t *spec = json_object_get(got, "spec");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(spec, "held"), "v")), "1");
+    cr_assert_str_eq(
+        json_string_value(json_object_get(json_array_get(json_object_get(spec, "list"), 1), "v")),
+        "1");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(got, "status"), "s")), "1");
+    json_decref(got);
+    json_decref(held);
+}
+
 Test(store, create_namespace_rules)
 {
     kc_err err;
