@@ -229,9 +229,18 @@ bool op_app_failing(op_controller *c, const char *app, char *why, size_t size);
 uint64_t op_mono_ms(void);
 /* Frees an op_expect (kc_map_free callback). */
 void op_expect_free(void *e);
-/* Drops the expectations past their deadline ahead_ms from now (a node not reconciled again
- * would keep its last one); returns how many. */
+/* Drops the expectations the caches have caught up with, and those past their deadline ahead_ms
+ * from now (a node not reconciled again would keep its last one); returns how many. */
 size_t op_expect_sweep(op_controller *c, uint64_t ahead_ms);
+/* Records what a reconcile of node `name` is about to write (labels and annotations: value or
+ * null for removed; created: the pods as the gate reads them; deleted: pod names; writes: how
+ * many requests, each answered through the node's batch), folded with what the node's earlier
+ * reconciles wrote that the caches do not show yet. */
+void op_expect_record(op_controller *c, const char *name, const json_t *labels,
+                      const json_t *annotations, json_t *created, json_t *deleted, int writes);
+/* What the node's reconciles expect to see of their writes, as {"labels", "annotations",
+ * "created": [pod names], "deleted": [pod names]} (new reference), or NULL (tests, logs). */
+json_t *op_expect_describe(op_controller *c, const char *name);
 /* Pods of the operator's namespace on a node (new array of new references; NULL when out of
  * memory). */
 json_t *op_node_pods(op_controller *c, const char *node);

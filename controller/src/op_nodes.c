@@ -38,6 +38,7 @@ typedef struct op_batch {
     uint64_t ev, start;     /* CLOCK_MONOTONIC ms; ev 0: no event to time from */
     atomic_int refs;        /* the reconcile's own, plus one per write not answered yet */
     _Atomic uint64_t first; /* the first write sent; 0: none yet */
+    bool tracked;           /* writes submitted from now on are in the node's expectation */
     char node[];
 } op_batch;
 
@@ -46,7 +47,8 @@ enum { W_LABELS, W_DELETE, W_CREATE };
 typedef struct op_write {
     op_batch *b;
     int what;
-    char pod[]; /* the pod deleted or created */
+    bool tracked; /* counted in the node's expectation (op_expect.inflight) */
+    char pod[];   /* the pod deleted or created */
 } op_write;
 
 static op_batch *batch_new(op_controller *c, const char *node, uint64_t ev, uint64_t start)
@@ -93,6 +95,8 @@ static void drop_expectation(op_controller *c, const char *node)
     pthread_mutex_unlock(&c->mu);
 }
 
+static void expect_answered(op_controller *c, const char *node, int what, const kc_pipe_result *r);
+
 /* A write's answer, on the pipe's thread. A failed write drops what the node's reconciles expect
  * of their writes (the next one sees the caches as they are) and requeues the node. */
 static void write_done(const kc_pipe_result *r, void *ud)
@@ -117,10 +121,14 @@ static void write_done(const kc_pipe_result *r, void *ud)
         char key[300];
         snprintf(key, sizeof(key), OP_NODE_PREFIX "%s", b->node);
         op_requeue_failed(c, key, r->err ? r->err->retry_after_s : 0);
-    } else if (r->code == KC_OK) {
-        char key[300];
-        snprintf(key, sizeof(key), OP_NODE_PREFIX "%s", b->node);
-        kc_workqueue_forget(c->q, key);
+    } else {
+        if (w->tracked)
+            expect_answered(c, b->node, w->what, r);
+        if (r->code == KC_OK) {
+            char key[300];
+            snprintf(key, sizeof(key), OP_NODE_PREFIX "%s", b->node);
+            kc_workqueue_forget(c->q, key);
+        }
     }
     free(w);
     batch_release(b);
@@ -137,6 +145,7 @@ static bool submit(op_batch *b, int what, const char *pod, const json_t *body)
         return false;
     w->b = b;
     w->what = what;
+    w->tracked = b->tracked;
     strcpy(w->pod, pod ? pod : "");
     atomic_fetch_add(&b->refs, 1);
     kc_err err;
@@ -216,18 +225,89 @@ static void drop_result(op_controller *c, const char *name)
  * load, a third of all requests. So each reconcile that writes records what it wrote, and until
  * the caches show it the next reconcile sees the node and its pods with those writes applied
  * (as client-go's mutation cache does). An expectation is dropped once the caches show it, or
- * after EXPECT_MS: a write someone else overtook is then seen as it is. */
-#define EXPECT_MS 10000
+ * once they have caught up with every write it records: every write answered, and the node and
+ * pod caches at or past the resourceVersions the answers carried (compared as numbers, as
+ * client-go's mutation cache does). What the caches show then is the truth, a write someone else
+ * overtook included. A watch that lags by seconds therefore causes no duplicate writes. When an
+ * answer carries no usable resourceVersion, the expectation goes after EXPECT_MS; in any case
+ * after EXPECT_MAX_MS (caches that never catch up are a broken watch, which relists). */
+#define EXPECT_MS     10000
+#define EXPECT_MAX_MS 120000
 
 typedef struct op_expect {
-    uint64_t id; /* tells a replaced expectation from the one read */
-    uint64_t deadline_ms;
+    uint64_t id;         /* tells a replaced expectation from the one read */
+    uint64_t since_ms;   /* when the oldest write it folds was recorded */
     json_t *labels;      /* label → value (null: removed) */
     json_t *annotations; /* the same for annotations */
     json_t *created;     /* pods created (identity, labels, annotations, node): they must be
                           * in the cache */
     json_t *deleted;     /* names of pods deleted: gone from the cache, or terminating */
+    int inflight;        /* writes not answered yet */
+    uint64_t node_rv;    /* the newest resourceVersion the node's label patches got back */
+    uint64_t pod_rv;     /* the same for its pod creations and deletions */
+    bool rv_ok;          /* every answer so far carried a resourceVersion */
 } op_expect;
+
+static uint64_t rv_num(const char *rv)
+{
+    char *end = NULL;
+    unsigned long long v = rv && *rv ? strtoull(rv, &end, 10) : 0;
+    return end && !*end ? (uint64_t)v : 0;
+}
+
+/* The resourceVersions the node and pod caches are at (0: unknown). Read without c->mu (the
+ * informers' locks come before it). */
+static void cache_rvs(op_controller *c, uint64_t *nodes, uint64_t *pods)
+{
+    kc_informer_stats st;
+    *nodes = *pods = 0;
+    if (c->nodes) {
+        kc_informer_get_stats(c->nodes, &st);
+        *nodes = rv_num(st.resource_version);
+    }
+    if (c->pods) {
+        kc_informer_get_stats(c->pods, &st);
+        *pods = rv_num(st.resource_version);
+    }
+}
+
+static uint64_t expect_deadline(const op_expect *e)
+{
+    return e->since_ms + (e->rv_ok ? EXPECT_MAX_MS : EXPECT_MS);
+}
+
+/* Whether the caches have caught up with every write e records. */
+static bool expect_settled(const op_expect *e, uint64_t nodes_rv, uint64_t pods_rv)
+{
+    return e->rv_ok && e->inflight <= 0 && (!e->node_rv || (nodes_rv && nodes_rv >= e->node_rv)) &&
+           (!e->pod_rv || (pods_rv && pods_rv >= e->pod_rv));
+}
+
+/* A tracked write's successful answer: its resourceVersion joins the node's expectation. A
+ * create that found the pod there, or a delete that found it gone, has nothing to wait for. */
+static void expect_answered(op_controller *c, const char *node, int what, const kc_pipe_result *r)
+{
+    uint64_t rv = 0;
+    bool parsed = true;
+    if (r->code == KC_OK) {
+        json_t *obj = r->body ? json_loadb(r->body, r->body_len, 0, NULL) : NULL;
+        rv = rv_num(str_at(json_object_get(obj, "metadata"), "resourceVersion", NULL));
+        parsed = rv > 0;
+        json_decref(obj);
+    }
+    pthread_mutex_lock(&c->mu);
+    op_expect *e = kc_map_get(c->expect, node);
+    if (e) {
+        e->inflight--;
+        if (!parsed)
+            e->rv_ok = false;
+        else if (what == W_LABELS && rv > e->node_rv)
+            e->node_rv = rv;
+        else if (what != W_LABELS && rv > e->pod_rv)
+            e->pod_rv = rv;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
 
 void op_expect_free(void *p)
 {
@@ -308,17 +388,20 @@ static bool overlay_expected(op_controller *c, const char *name, json_t **node, 
     pthread_mutex_lock(&c->mu);
     op_expect *e = kc_map_get(c->expect, name);
     op_expect x = {0};
-    if (e)
-        x = (op_expect){e->id,
-                        e->deadline_ms,
-                        json_incref(e->labels),
-                        json_incref(e->annotations),
-                        json_incref(e->created),
-                        json_incref(e->deleted)};
+    if (e) {
+        x = *e;
+        json_incref(x.labels);
+        json_incref(x.annotations);
+        json_incref(x.created);
+        json_incref(x.deleted);
+    }
     pthread_mutex_unlock(&c->mu);
     if (!e)
         return true;
-    bool ok = true, pending = wall_ms() < x.deadline_ms;
+    uint64_t nodes_rv, pods_rv;
+    cache_rvs(c, &nodes_rv, &pods_rv);
+    bool ok = true,
+         pending = wall_ms() < expect_deadline(&x) && !expect_settled(&x, nodes_rv, pods_rv);
     if (pending) {
         const json_t *meta = json_object_get(*node, "metadata");
         bool node_shows =
@@ -382,8 +465,9 @@ static bool overlay_expected(op_controller *c, const char *name, json_t **node, 
 
 size_t op_expect_sweep(op_controller *c, uint64_t ahead_ms)
 {
-    uint64_t now = wall_ms() + ahead_ms;
+    uint64_t now = wall_ms() + ahead_ms, nodes_rv, pods_rv;
     size_t n = 0;
+    cache_rvs(c, &nodes_rv, &pods_rv);
     pthread_mutex_lock(&c->mu);
     /* The map cannot change under its iteration: collect the expired ones, then remove them. */
     const char **gone = malloc((kc_map_size(c->expect) + 1) * sizeof(*gone));
@@ -391,7 +475,7 @@ size_t op_expect_sweep(op_controller *c, uint64_t ahead_ms)
     const char *name;
     void *v;
     while (gone && kc_map_next(c->expect, &pos, &name, &v))
-        if (((op_expect *)v)->deadline_ms <= now)
+        if (expect_deadline(v) <= now || expect_settled(v, nodes_rv, pods_rv))
             gone[n++] = name;
     for (size_t i = 0; i < n; i++) {
         /* the key is freed with its entry: copy it first */
@@ -405,10 +489,78 @@ size_t op_expect_sweep(op_controller *c, uint64_t ahead_ms)
     return n;
 }
 
-/* Records what this reconcile wrote. Out of memory only loses the protection against a
- * duplicate write. */
-static void expect(op_controller *c, const char *name, const json_t *labels,
-                   const json_t *annotations, json_t *created, json_t *deleted)
+/* A new map: base's entries, then upd's over them (new references). */
+static json_t *merged_map(const json_t *base, const json_t *upd)
+{
+    json_t *m = json_is_object(base) ? json_copy((json_t *)base) : json_object();
+    if (m && json_is_object(upd) && json_object_update(m, (json_t *)upd) != 0) {
+        json_decref(m);
+        m = NULL;
+    }
+    return m;
+}
+
+static bool named_in(const json_t *names, const char *name)
+{
+    size_t i;
+    const json_t *n;
+    json_array_foreach(names, i, n)
+    {
+        if (name && json_is_string(n) && !strcmp(json_string_value(n), name))
+            return true;
+    }
+    return false;
+}
+
+/* Folds the expectation a reconcile before left, still pending, into e (this reconcile's): its
+ * labels and annotations under e's, its created pods unless e deletes them, its deletions.
+ * Without this, a reconcile that only creates a pod replaced the one that labelled the node
+ * before the label's watch event came, and the next reconcile, not seeing the label in the
+ * cache nor in any expectation, sent it again. False only when out of memory. */
+static bool fold_pending(op_expect *e, const op_expect *prev)
+{
+    json_t *labels = merged_map(prev->labels, e->labels);
+    json_t *annotations = merged_map(prev->annotations, e->annotations);
+    json_t *created = json_array(), *deleted = json_array();
+    bool ok = labels && annotations && created && deleted;
+    size_t i;
+    json_t *p;
+    json_array_foreach(prev->created, i, p)
+    {
+        const char *n = str_at(json_object_get(p, "metadata"), "name", NULL);
+        if (ok && !named_in(e->deleted, n))
+            ok = json_array_append(created, p) == 0;
+    }
+    ok = ok && json_array_extend(created, e->created) == 0 &&
+         json_array_extend(deleted, prev->deleted) == 0 &&
+         json_array_extend(deleted, e->deleted) == 0;
+    if (!ok) {
+        json_decref(labels);
+        json_decref(annotations);
+        json_decref(created);
+        json_decref(deleted);
+        return false;
+    }
+    json_decref(e->labels);
+    json_decref(e->annotations);
+    json_decref(e->created);
+    json_decref(e->deleted);
+    e->since_ms = prev->since_ms;
+    e->inflight += prev->inflight;
+    e->node_rv = prev->node_rv;
+    e->pod_rv = prev->pod_rv;
+    e->rv_ok = prev->rv_ok;
+    e->labels = labels;
+    e->annotations = annotations;
+    e->created = created;
+    e->deleted = deleted;
+    return true;
+}
+
+/* Records what this reconcile wrote, with what earlier ones wrote that the caches do not show
+ * yet. Out of memory only loses the protection against a duplicate write. */
+void op_expect_record(op_controller *c, const char *name, const json_t *labels,
+                      const json_t *annotations, json_t *created, json_t *deleted, int writes)
 {
     if (!json_object_size(labels) && !json_object_size(annotations) && !json_array_size(created) &&
         !json_array_size(deleted))
@@ -416,7 +568,10 @@ static void expect(op_controller *c, const char *name, const json_t *labels,
     op_expect *e = calloc(1, sizeof(*e));
     if (!e)
         return;
-    e->deadline_ms = wall_ms() + EXPECT_MS;
+    uint64_t now = wall_ms();
+    e->since_ms = now;
+    e->inflight = writes;
+    e->rv_ok = true;
     e->labels = json_incref((json_t *)labels);
     e->annotations = json_incref((json_t *)annotations);
     e->created = json_incref(created);
@@ -424,11 +579,34 @@ static void expect(op_controller *c, const char *name, const json_t *labels,
     static uint64_t next_id;
     void *old = NULL;
     pthread_mutex_lock(&c->mu);
+    const op_expect *prev = kc_map_get(c->expect, name);
+    if (prev && expect_deadline(prev) > now)
+        fold_pending(e, prev);
     e->id = ++next_id;
     if (kc_map_put(c->expect, name, e, &old) != KC_OK)
         op_expect_free(e);
     pthread_mutex_unlock(&c->mu);
     op_expect_free(old);
+}
+
+json_t *op_expect_describe(op_controller *c, const char *name)
+{
+    json_t *out = NULL;
+    pthread_mutex_lock(&c->mu);
+    const op_expect *e = kc_map_get(c->expect, name);
+    if (e) {
+        json_t *created = json_array();
+        size_t i;
+        json_t *p;
+        json_array_foreach(e->created, i, p)
+        {
+            json_array_append(created, json_object_get(json_object_get(p, "metadata"), "name"));
+        }
+        out = json_pack("{s:O*, s:O*, s:o*, s:O*}", "labels", e->labels, "annotations",
+                        e->annotations, "created", created, "deleted", e->deleted);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return out;
 }
 
 /* Events for the transitions a user cares about, on the Node. */
@@ -985,7 +1163,10 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t
                                         json_object_get(m, "annotations"), "spec", "nodeName",
                                         json_object_get(json_object_get(p, "spec"), "nodeName")));
     }
-    expect(c, name, label ? out.labels : NULL, label ? out.annotations : NULL, created, deleted);
+    op_expect_record(
+        c, name, label ? out.labels : NULL, label ? out.annotations : NULL, created, deleted,
+        (label ? 1 : 0) + (int)json_array_size(out.remove) + (int)json_array_size(out.create));
+    batch->tracked = true;
     json_decref(created);
     json_decref(deleted);
     bool sent = true;
