@@ -691,7 +691,7 @@ json_t *ksc_by_uid(ks_controllers *c, const char *uid, const ks_rtype **t)
     return r;
 }
 
-static json_t *collect(kc_map *m, ksc_kind kind, const char *ctrl_uid)
+static json_t *collect(kc_map *m, ksc_kind kind, const char *ctrl_uid, const json_t *selector)
 {
     json_t *arr = json_array();
     size_t pos = 0;
@@ -702,6 +702,8 @@ static json_t *collect(kc_map *m, ksc_kind kind, const char *ctrl_uid)
             continue;
         if (ctrl_uid && (!e->ctrl_uid || strcmp(e->ctrl_uid, ctrl_uid)))
             continue;
+        if (selector && !ksc_selector_map_selects(selector, e->obj))
+            continue;
         json_array_append(arr, e->obj);
     }
     return arr;
@@ -711,7 +713,7 @@ json_t *ksc_dependents(ks_controllers *c, const char *owner_uid, ksc_kind kind, 
 {
     pthread_mutex_lock(&c->mu);
     json_t *r = collect(c->deps ? kc_map_get(c->deps, owner_uid) : NULL, kind,
-                        ctrl_only ? owner_uid : NULL);
+                        ctrl_only ? owner_uid : NULL, NULL);
     pthread_mutex_unlock(&c->mu);
     return r;
 }
@@ -728,23 +730,18 @@ size_t ksc_dependent_count(ks_controllers *c, const char *uid)
 json_t *ksc_all(ks_controllers *c, ksc_kind kind)
 {
     pthread_mutex_lock(&c->mu);
-    json_t *r = collect(c->kind_idx[kind], KSC_K_OTHER, NULL);
+    json_t *r = collect(c->kind_idx[kind], KSC_K_OTHER, NULL, NULL);
     pthread_mutex_unlock(&c->mu);
     return r;
 }
 
 json_t *ksc_pods_selected(ks_controllers *c, const char *ns, const json_t *selector)
 {
-    json_t *arr = json_array();
     pthread_mutex_lock(&c->mu);
-    kc_map *m = c->pods_by_ns ? kc_map_get(c->pods_by_ns, ns) : NULL;
-    size_t pos = 0;
-    void *v;
-    while (arr && m && kc_map_next(m, &pos, NULL, &v))
-        if (ksc_selector_map_selects(selector, ((ksc_ent *)v)->obj))
-            json_array_append(arr, ((ksc_ent *)v)->obj);
+    json_t *r =
+        collect(c->pods_by_ns ? kc_map_get(c->pods_by_ns, ns) : NULL, KSC_K_OTHER, NULL, selector);
     pthread_mutex_unlock(&c->mu);
-    return arr;
+    return r;
 }
 
 void ksc_enqueue_all(ks_controllers *c, ksc_kind kind, int wi)

@@ -82,20 +82,18 @@ static void sort_addresses(json_t *subset, const char *field)
     free(v);
 }
 
-/* Subsets grouped by identical port lists, addresses sorted, so that equal inputs give equal
- * objects (and the store sees no change). */
+/* Subsets of the pods the Service selects (ksc_pods_selected), grouped by identical port lists,
+ * addresses sorted, so that equal inputs give equal objects (and the store sees no change). */
 static json_t *build_subsets(const json_t *svc, json_t *pods)
 {
     json_t *groups = json_object(); /* ports JSON → subset */
-    json_t *sel = ksc_at(svc, "spec.selector");
     bool publish = json_is_true(ksc_at(svc, "spec.publishNotReadyAddresses"));
     size_t i;
     json_t *pod;
     json_array_foreach(pods, i, pod)
     {
         const char *ip = ksc_str(pod, "status.podIP");
-        if (!ksc_selector_map_selects(sel, pod) || !*ip || ksc_pod_terminated(pod) ||
-            (ksc_deleting(pod) && !publish))
+        if (!*ip || ksc_pod_terminated(pod) || (ksc_deleting(pod) && !publish))
             continue;
         json_t *ports = pod_ports(svc, pod);
         char *pk = json_dumps(ports, JSON_COMPACT | JSON_SORT_KEYS);
