@@ -89,23 +89,55 @@ static bool tag_ok(const char *s)
 }
 
 /* algorithm ":" hex; sha256 needs exactly 64 lowercase hex digits. */
-static bool digest_ok(const char *s)
+/* The reference grammar's digest: algorithm components [A-Za-z][A-Za-z0-9]* joined by one of
+ * "-_+.", ':', at least 32 hex digits (either case). */
+static bool digest_grammar_ok(const char *s)
 {
+    const char *p = s;
+    for (;;) {
+        if (!isalpha((unsigned char)*p))
+            return false;
+        while (isalnum((unsigned char)*p))
+            p++;
+        if (*p == ':')
+            break;
+        if (!*p || !strchr("-_+.", *p))
+            return false;
+        p++;
+    }
+    size_t hn = strlen(++p);
+    for (const char *h = p; *h; h++)
+        if (!isxdigit((unsigned char)*h))
+            return false;
+    return hn >= 32;
+}
+
+/* What containerd's digest check (go-digest) then says of a digest the grammar allows, or NULL:
+ * only sha256, sha384 and sha512 are available, hex-encoded in lowercase at their sizes. */
+static const char *digest_refusal(const char *s)
+{
+    static const struct {
+        const char *name;
+        size_t hex;
+    } algs[] = {{"sha256", 64}, {"sha384", 96}, {"sha512", 128}};
     const char *colon = strchr(s, ':');
-    if (!colon || colon == s || !isalpha((unsigned char)s[0]))
-        return false;
+    size_t an = (size_t)(colon - s), hn = strlen(colon + 1);
+    for (size_t i = 0; i < sizeof(algs) / sizeof(algs[0]); i++) {
+        if (an != strlen(algs[i].name) || strncmp(s, algs[i].name, an))
+            continue;
+        if (hn != algs[i].hex)
+            return "invalid checksum digest length";
+        for (const char *h = colon + 1; *h; h++)
+            if (!isxdigit((unsigned char)*h) || isupper((unsigned char)*h))
+                return "invalid checksum digest format";
+        return NULL;
+    }
+    /* An algorithm it does not have: unsupported when the digest is well formed at all
+     * (lowercase algorithm components). */
     for (const char *p = s; p < colon; p++)
-        if (!isalnum((unsigned char)*p) && !strchr("-_+.", *p))
-            return false;
-    size_t hn = strlen(colon + 1);
-    if (hn < 32)
-        return false;
-    for (const char *p = colon + 1; *p; p++)
-        if (!isxdigit((unsigned char)*p) || isupper((unsigned char)*p))
-            return false;
-    if ((size_t)(colon - s) == 6 && !strncmp(s, "sha256", 6) && hn != 64)
-        return false;
-    return true;
+        if (isupper((unsigned char)*p))
+            return "invalid checksum digest format";
+    return "unsupported digest algorithm";
 }
 
 static kc_code bad_ref(kc_err *err, const char *image, const char *why)
@@ -139,9 +171,8 @@ kc_code ks_image_ref_parse(const char *image, ks_image_ref *out, kc_err *err)
     char *at = strchr(buf, '@');
     if (at) {
         *at = '\0';
-        if (!digest_ok(at + 1))
+        if (!digest_grammar_ok(at + 1))
             return bad_ref(err, image, "invalid reference format");
-        snprintf(out->digest, sizeof(out->digest), "%s", at + 1);
     }
     /* Domain: the first component when it has a '.' or ':' or is localhost (or has uppercase,
      * which docker.io names cannot). */
@@ -194,6 +225,13 @@ kc_code ks_image_ref_parse(const char *image, ks_image_ref *out, kc_err *err)
         return bad_ref(err, image,
                        "invalid reference format: repository name must not be more than 255 "
                        "characters");
+    /* The digest is checked last, once the name parsed (as the reference parser does). */
+    if (at) {
+        const char *why = digest_refusal(at + 1);
+        if (why)
+            return bad_ref(err, image, why);
+        snprintf(out->digest, sizeof(out->digest), "%s", at + 1);
+    }
     if (!out->tag[0] && !out->digest[0])
         snprintf(out->tag, sizeof(out->tag), "latest");
     snprintf(out->domain, sizeof(out->domain), "%s", domain);

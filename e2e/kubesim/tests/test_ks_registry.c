@@ -68,6 +68,43 @@ Test(ref, refuses_what_the_kubelet_cannot_parse)
             "cannot specify 64-byte hexadecimal strings");
 }
 
+#define HEX32 "0123456789abcdef0123456789abcdef"
+
+Test(ref, refuses_digests_containerd_cannot_check)
+{
+    /* The grammar allows any algorithm and at least 32 hex digits; the digest check after it
+     * knows sha256, sha384 and sha512, each at its size, in lowercase hex. */
+    refused("x@md5:" HEX32,
+            "couldn't parse image name \"x@md5:" HEX32 "\": unsupported digest algorithm");
+    refused("x@Sha256:" HEX32 HEX32, "couldn't parse image name \"x@Sha256:" HEX32 HEX32
+                                     "\": invalid checksum digest format");
+    refused("x@sha256:" HEX32,
+            "couldn't parse image name \"x@sha256:" HEX32 "\": invalid checksum digest length");
+    refused("x@sha256:" HEX32 "0123456789ABCDEF0123456789abcdef",
+            "couldn't parse image name \"x@sha256:" HEX32
+            "0123456789ABCDEF0123456789abcdef\": invalid checksum digest format");
+    refused("x@sha256:" HEX32 HEX32 "00", "couldn't parse image name \"x@sha256:" HEX32 HEX32
+                                          "00\": invalid checksum digest length");
+    /* A name the grammar refuses is refused as such, whatever the digest. */
+    refused("X@md5:" HEX32, "couldn't parse image name \"X@md5:" HEX32
+                            "\": invalid reference format: repository name (library/X) must be "
+                            "lowercase");
+    /* Longer algorithms and digests than any real one: refused, never cut short. */
+    char img[700];
+    snprintf(img, sizeof img, "localhost:5000/a/b@%0200d:%s", 0, HEX32 HEX32);
+    img[19] = 'd';
+    ks_image_ref r;
+    kc_err e = {0};
+    cr_assert_eq(ks_image_ref_parse(img, &r, &e), KC_EINVALID);
+    cr_assert(strstr(e.msg, "unsupported digest algorithm"), "%s", e.msg);
+    /* The three it has are accepted and kept whole. */
+    ks_image_ref ok = ref_of("x@sha512:" HEX32 HEX32 HEX32 HEX32);
+    cr_assert_str_eq(ok.digest, "sha512:" HEX32 HEX32 HEX32 HEX32);
+    cr_assert_str_eq(ok.full, "docker.io/library/x@sha512:" HEX32 HEX32 HEX32 HEX32);
+    ok = ref_of("x@sha384:" HEX32 HEX32 HEX32);
+    cr_assert_str_eq(ok.digest, "sha384:" HEX32 HEX32 HEX32);
+}
+
 static kc_code resolve(const ks_registry *r, const char *image, uint64_t *size, char *msg, size_t n)
 {
     ks_image_ref ref = ref_of(image);
