@@ -544,6 +544,10 @@ def cmd_analyze(argfile):
         "idle_requests_detail": idle,
         "idle_writes": idle_writes,
         "idle_lists": idle_lists,
+        # kubesim's controllers up to ready (the whole simulated control plane, not the
+        # operator): keys synced and milliseconds spent syncing, per controller.
+        "kubesim_controller_syncs": json.load(open(os.path.join(d, "req-ready.json"))).get(
+            "controllers", {}),
     }
     ready, seg, unfinished = node_timeline(evs, a["t_cp"], a["t_ready_poll"])
     rt = list(ready.values())

@@ -166,8 +166,8 @@ static void *worker_main(void *arg)
             kc_err_clear(&err);
             long long t0 = ksc_now_ms();
             kc_code rc = w->sync(w, key, &err);
-            w->busy_ms += ksc_now_ms() - t0;
-            w->syncs++;
+            __atomic_fetch_add(&w->busy_ms, ksc_now_ms() - t0, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&w->syncs, 1, __ATOMIC_RELAXED);
             if (rc == KC_OK) {
                 kc_workqueue_forget(w->q, key);
             } else if (!w->c->stopping) {
@@ -181,6 +181,21 @@ static void *worker_main(void *arg)
         free(key);
     }
     return NULL;
+}
+
+json_t *ks_controllers_stats(ks_sim *sim)
+{
+    ks_controllers *c = sim ? sim->ctl : NULL;
+    json_t *out = json_object();
+    for (int i = 0; c && out && i < KSC_W_COUNT; i++) {
+        const ksc_worker *w = &c->w[i];
+        json_object_set_new(
+            out, w->name,
+            json_pack("{s:I, s:I}", "syncs",
+                      (json_int_t)__atomic_load_n(&w->syncs, __ATOMIC_RELAXED), "busyMs",
+                      (json_int_t)__atomic_load_n(&w->busy_ms, __ATOMIC_RELAXED)));
+    }
+    return out;
 }
 
 static void controllers_free(ks_controllers *c)

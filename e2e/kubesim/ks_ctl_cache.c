@@ -412,14 +412,23 @@ static void dispatch_pod(ks_controllers *c, ksc_ent *e, const json_t *old, const
     if (old && !kc_json_equal(ksc_at(old, "metadata.ownerReferences"),
                               ksc_at(now, "metadata.ownerReferences")))
         queue_controller(c, old);
+    /* As the real endpoints controller (GetServicesToUpdateOnPodChange): an added or deleted pod
+     * wakes the Services selecting it; an update only when it can change an Endpoints object (its
+     * readiness, IPs or deletion: every Service selecting it, old or new) or which Services
+     * select it (its labels, hostname or subdomain: those gained or lost). */
+    bool pod_changed = true, labels_changed = false;
+    if (old && !deleted)
+        ksc_pod_endpoints_changed(old, now, &pod_changed, &labels_changed);
     kc_map *svcs = kc_map_get(c->svcs_by_ns, e->ns), *nspods = kc_map_get(c->pods_by_ns, e->ns);
     long ep_delay = batch_delay(nspods ? kc_map_size(nspods) : 0);
     size_t pos = 0;
     const char *sk;
     void *sv;
-    while (svcs && kc_map_next(svcs, &pos, &sk, &sv)) {
+    while ((pod_changed || labels_changed) && svcs && kc_map_next(svcs, &pos, &sk, &sv)) {
         const json_t *sel = ksc_at(((ksc_ent *)sv)->obj, "spec.selector");
-        if (ksc_selector_map_selects(sel, now) || ksc_selector_map_selects(sel, old))
+        bool sel_now = ksc_selector_map_selects(sel, now),
+             sel_old = ksc_selector_map_selects(sel, old);
+        if (pod_changed ? (sel_now || sel_old) : sel_now != sel_old)
             kc_workqueue_add_after(c->w[KSC_W_EP].q, sk, ep_delay);
     }
     /* Pending pods go to the scheduler; so do deleted ones, for it to forget their backoff. */

@@ -231,6 +231,11 @@ void ksc_set_condition(json_t *status, const char *type, const char *cstatus, co
 bool ksc_pod_terminated(const json_t *pod); /* phase Succeeded or Failed */
 bool ksc_pod_active(const json_t *pod);     /* not terminated and not being deleted */
 bool ksc_pod_ready(const json_t *pod);
+/* What a pod update means to the endpoints controller, as the real one's podEndpointsChanged:
+ * *pod_changed its deletion, readiness or IPs changed; *labels_changed its labels, hostname or
+ * subdomain (which Services select it). */
+void ksc_pod_endpoints_changed(const json_t *old, const json_t *now, bool *pod_changed,
+                               bool *labels_changed);
 /* Ready for at least min_ready_s; *wait_ms (when not NULL) gets how long until it will be
  * (0 when it already is or is not ready at all). */
 bool ksc_pod_available(const json_t *pod, long long min_ready_s, long long *wait_ms);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "kc_log.h"
+#include "kc_patch.h"
 #include "ks_ctl_int.h"
 
 /* ---- writes ---- */
@@ -298,6 +299,29 @@ bool ksc_pod_ready(const json_t *pod)
 {
     const json_t *c = ready_condition(pod);
     return c && !strcmp(ksc_str(c, "status"), "True");
+}
+
+static bool same_str_at(const json_t *a, const json_t *b, const char *path)
+{
+    return !strcmp(ksc_str(a, path), ksc_str(b, path));
+}
+
+void ksc_pod_endpoints_changed(const json_t *old, const json_t *now, bool *pod_changed,
+                               bool *labels_changed)
+{
+    *labels_changed =
+        !kc_json_equal(ksc_at(old, "metadata.labels"), ksc_at(now, "metadata.labels")) ||
+        !same_str_at(old, now, "spec.hostname") || !same_str_at(old, now, "spec.subdomain");
+    *pod_changed = !same_str_at(old, now, "metadata.deletionTimestamp") ||
+                   ksc_pod_ready(old) != ksc_pod_ready(now) ||
+                   !same_str_at(old, now, "status.podIP"); /* podIPs[0], where a writer left
+                                                             podIPs out */
+    const json_t *a = ksc_at(old, "status.podIPs"), *b = ksc_at(now, "status.podIPs");
+    size_t n = json_array_size(a);
+    if (n != json_array_size(b))
+        *pod_changed = true;
+    for (size_t i = 0; i < n && !*pod_changed; i++)
+        *pod_changed = !same_str_at(json_array_get(a, i), json_array_get(b, i), "ip");
 }
 
 bool ksc_pod_available(const json_t *pod, long long min_ready_s, long long *wait_ms)

@@ -108,6 +108,7 @@ json_t *ks_server_request_stats(ks_sim *sim)
     json_object_set_new(
         out, "watchEventText",
         json_pack("{s:I, s:I}", "shared", (json_int_t)hits, "serialized", (json_int_t)misses));
+    json_object_set_new(out, "controllers", ks_controllers_stats(sim));
     return out;
 }
 

@@ -169,6 +169,9 @@ json_t *ks_server_request_stats(ks_sim *sim);
  * services/endpoints, CRDs ---- */
 kc_code ks_controllers_start(ks_sim *sim, kc_err *err);
 void ks_controllers_stop(ks_sim *sim);
+/* Per controller: keys synced and milliseconds spent syncing ({"daemonset-controller": {"syncs":
+ * N, "busyMs": M}, ...}), for GET /kubesim/requests. */
+json_t *ks_controllers_stats(ks_sim *sim);
 
 /* ---- ks_kubelet.c: pod lifecycle on the simulated nodes, local processes, logs ---- */
 kc_code ks_kubelet_start(ks_sim *sim, kc_err *err);

@@ -109,6 +109,27 @@ static inline kc_code kct_set_ready(kct *k, const char *ns, const char *name, bo
     return ks_mutate(k->st, k->pods, ns, name, KS_WRITE_STATUS, kct_ready_fn, ip, NULL, NULL);
 }
 
+/* Keys controller wi has synced. */
+static inline unsigned long kct_syncs(kct *k, int wi)
+{
+    return __atomic_load_n(&k->sim.ctl->w[wi].syncs, __ATOMIC_SEQ_CST);
+}
+
+/* Controller wi's syncs once they have stopped changing for 300 ms. */
+static inline unsigned long kct_syncs_settled(kct *k, int wi)
+{
+    unsigned long n = kct_syncs(k, wi);
+    for (int i = 0; i < 100; i++) {
+        kct_sleep_ms(300);
+        unsigned long m = kct_syncs(k, wi);
+        if (m == n)
+            return n;
+        n = m;
+    }
+    cr_assert_fail("controller %s never went quiet (%lu syncs)", k->sim.ctl->w[wi].name, n);
+    return n;
+}
+
 static inline void *kct_kubelet_main(void *arg)
 {
     kct *k = arg;

@@ -174,26 +174,6 @@ Test(daemonset, follows_node_labels_taints_and_new_nodes)
     kct_stop(&k);
 }
 
-static unsigned long ds_syncs(kct *k)
-{
-    return __atomic_load_n(&k->sim.ctl->w[KSC_W_DS].syncs, __ATOMIC_SEQ_CST);
-}
-
-/* The DaemonSet controller's syncs once they have stopped changing for 300 ms. */
-static unsigned long ds_syncs_settled(kct *k)
-{
-    unsigned long n = ds_syncs(k);
-    for (int i = 0; i < 100; i++) {
-        kct_sleep_ms(300);
-        unsigned long m = ds_syncs(k);
-        if (m == n)
-            return n;
-        n = m;
-    }
-    cr_assert_fail("the DaemonSet controller never went quiet (%lu syncs)", n);
-    return n;
-}
-
 Test(daemonset, node_changes_wake_only_the_daemonsets_they_concern)
 {
     /* As the real controller's updateNode: a node update enqueues a DaemonSet only when it
@@ -207,7 +187,7 @@ Test(daemonset, node_changes_wake_only_the_daemonsets_they_concern)
         kct_create(&k, k.ds, "default",
                    daemonset("gpu", json_pack("{s:{s:s}}", "nodeSelector", "role", "gpu"), NULL)));
     cr_assert(KCT_WAIT(ds_status(&k, "gpu", 1, 1, 1), 5000));
-    unsigned long before = ds_syncs_settled(&k);
+    unsigned long before = kct_syncs_settled(&k, KSC_W_DS);
     /* Labels the DaemonSet does not select on, on both nodes: no sync. */
     for (int i = 0; i < 5; i++) {
         char v[16];
@@ -219,11 +199,12 @@ Test(daemonset, node_changes_wake_only_the_daemonsets_they_concern)
     mutate_node(&k, "a", set_taints,
                 json_pack("[{s:s, s:s}]", "key", "node.kubernetes.io/unschedulable", "effect",
                           "NoSchedule"));
-    cr_assert_eq(ds_syncs_settled(&k), before, "unrelated node changes synced the DaemonSet");
+    cr_assert_eq(kct_syncs_settled(&k, KSC_W_DS), before,
+                 "unrelated node changes synced the DaemonSet");
     /* A change of its decision for b: synced, and b gets its pod. */
     mutate_node(&k, "b", set_labels, json_pack("{s:s}", "role", "gpu"));
     cr_assert(KCT_WAIT(pod_on(&k, "gpu", "b") && ds_status(&k, "gpu", 2, 2, 2), 5000));
-    cr_assert_gt(ds_syncs(&k), before);
+    cr_assert_gt(kct_syncs(&k, KSC_W_DS), before);
     kct_stop(&k);
 }
 

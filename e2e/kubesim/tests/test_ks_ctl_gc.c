@@ -326,6 +326,66 @@ Test(endpoints, ready_and_unready_addresses_with_named_ports)
     kct_stop(&k);
 }
 
+static kc_code set_message_fn(void *ud, json_t *pod, kc_err *err)
+{
+    (void)err;
+    json_object_set_new(json_object_get(pod, "status"), "message", json_string(ud));
+    return KC_OK;
+}
+
+static kc_code set_app_fn(void *ud, json_t *pod, kc_err *err)
+{
+    (void)err;
+    json_object_set_new(ksc_at(pod, "metadata.labels"), "app", json_string(ud));
+    return KC_OK;
+}
+
+static size_t ready_addresses(kct *k)
+{
+    json_t *e = kct_get(k, k->ep, "default", "web");
+    size_t n = json_array_size(ksc_at(json_array_get(ksc_at(e, "subsets"), 0), "addresses"));
+    json_decref(e);
+    return n;
+}
+
+Test(endpoints, pod_updates_wake_the_services_only_when_endpoints_can_change)
+{
+    /* As the real controller's podEndpointsChanged: a pod's status write that leaves its
+     * readiness, IPs and deletion alone (a container's restart count, a message) syncs no
+     * Service; one that changes its readiness syncs those selecting it; a label change syncs
+     * the Services it joins or leaves. */
+    kct k;
+    kct_start(&k, false, false);
+    kct_node(&k, "n", NULL, NULL, NULL);
+    json_decref(kct_create(&k, k.pods, "default", web_pod("w1", "web")));
+    json_decref(kct_create(&k, k.pods, "default", web_pod("w2", "web")));
+    cr_assert_eq(kct_set_ready(&k, "default", "w1", true), KC_OK);
+    json_decref(kct_create(&k, k.svc, "default",
+                           svc("web", json_pack("[{s:s, s:i, s:s}]", "name", "http", "port", 80,
+                                                "targetPort", "http"))));
+    cr_assert(KCT_WAIT(ready_addresses(&k) == 1, 5000));
+    unsigned long before = kct_syncs_settled(&k, KSC_W_EP);
+    for (int i = 0; i < 5; i++) {
+        char msg[32];
+        snprintf(msg, sizeof msg, "still running %d", i);
+        cr_assert_eq(ks_mutate(k.st, k.pods, "default", "w1", KS_WRITE_STATUS, set_message_fn, msg,
+                               NULL, NULL),
+                     KC_OK);
+    }
+    cr_assert_eq(kct_syncs_settled(&k, KSC_W_EP), before,
+                 "status writes that change no endpoint synced");
+    cr_assert_eq(kct_set_ready(&k, "default", "w2", true), KC_OK);
+    cr_assert(KCT_WAIT(ready_addresses(&k) == 2, 5000));
+    unsigned long after_ready = kct_syncs_settled(&k, KSC_W_EP);
+    cr_assert_gt(after_ready, before);
+    cr_assert_eq(
+        ks_mutate(k.st, k.pods, "default", "w2", KS_WRITE_MAIN, set_app_fn, "db", NULL, NULL),
+        KC_OK);
+    cr_assert(KCT_WAIT(ready_addresses(&k) == 1, 5000), "a pod the Service lost stays listed");
+    cr_assert_gt(kct_syncs_settled(&k, KSC_W_EP), after_ready);
+    kct_stop(&k);
+}
+
 static json_t *crd(void)
 {
     return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:{s:s, s:s, s:s, s:s}, s:s, s:[{s:s, s:b, s:b, "
