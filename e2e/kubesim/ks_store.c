@@ -123,6 +123,39 @@ json_t *kss_export(const ks_type *t, const json_t *stored)
     return copy;
 }
 
+/* Whether v is held elsewhere too (jansson's singletons true, false and null never change). */
+static bool shared_value(const json_t *v)
+{
+    return v->refcount > 1 && !json_is_true(v) && !json_is_false(v) && !json_is_null(v);
+}
+
+/* child made private: itself when only its parent holds it (its own children made private),
+ * else a deep copy; NULL when out of memory. */
+static json_t *private_child(json_t *child)
+{
+    if (!shared_value(child))
+        return kss_privatize(child) ? child : NULL;
+    return json_deep_copy(child);
+}
+
+bool kss_privatize(json_t *v)
+{
+    if (json_is_object(v)) {
+        for (void *it = json_object_iter(v); it; it = json_object_iter_next(v, it)) {
+            json_t *c = json_object_iter_value(it), *p = private_child(c);
+            if (!p || (p != c && json_object_iter_set_new(v, it, p) != 0))
+                return false;
+        }
+    } else if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            json_t *c = json_array_get(v, i), *p = private_child(c);
+            if (!p || (p != c && json_array_set_new(v, i, p) != 0))
+                return false;
+        }
+    }
+    return true;
+}
+
 void kss_share_unchanged(json_t *next, const json_t *prev, int depth)
 {
     if (depth <= 0 || next == prev)

@@ -152,6 +152,11 @@ json_t *kss_export(const ks_type *t, const json_t *stored);
  * them. Safe because committed states are never modified; next must get its last change (its
  * resourceVersion) before this is called. */
 void kss_share_unchanged(json_t *next, const json_t *prev, int depth);
+/* Makes v (a tree its caller owns) private: every value below it that someone else also holds
+ * (a reference count above one, such as a value a mutate function linked in and kept) is
+ * replaced by a deep copy; the rest stays. Cheaper than a deep copy of the whole tree when little
+ * is shared. false: out of memory (v is then partly private; the caller drops it). */
+bool kss_privatize(json_t *v);
 /* Fresh identifiers. */
 void kss_uuid(char out[37]);
 void kss_random_suffix(char out[6]);

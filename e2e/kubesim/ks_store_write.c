@@ -464,6 +464,41 @@ static void keep_namespace_finalizers(const json_t *stored, json_t *next)
     json_object_set_new(spec, "finalizers", json_deep_copy(fin));
 }
 
+/* A status write's next state is the stored one with cand's status. When cand has the stored
+ * top-level fields in the same order, it becomes that state in place: fields other than status
+ * that differ from the stored ones are put back (copies), those the stored state lacks go. false
+ * (nothing changed): the caller copies the stored state instead. */
+static bool status_write_in_place(const json_t *stored, json_t *cand)
+{
+    if (!json_is_object(cand))
+        return false;
+    void *b = json_object_iter(cand);
+    for (void *a = json_object_iter((json_t *)stored); a;
+         a = json_object_iter_next((json_t *)stored, a)) {
+        while (b && !json_object_get(stored, json_object_iter_key(b)))
+            b = json_object_iter_next(cand, b); /* a field cand added: it goes below */
+        if (!b || strcmp(json_object_iter_key(b), json_object_iter_key(a)))
+            return false;
+        b = json_object_iter_next(cand, b);
+    }
+    for (void *it = json_object_iter(cand); it;) {
+        void *next = json_object_iter_next(cand, it);
+        const char *k = json_object_iter_key(it);
+        json_t *sv = json_object_get(stored, k);
+        if (!strcmp(k, "status")) {
+            /* the write's own */
+        } else if (!sv) {
+            json_object_del(cand, k);
+        } else if (!json_equal(sv, json_object_iter_value(it))) {
+            json_t *copy = json_deep_copy(sv);
+            if (!copy || json_object_iter_set_new(cand, it, copy) != 0)
+                return false; /* cand's status is untouched: the caller's copy takes it */
+        }
+        it = next;
+    }
+    return true;
+}
+
 /* Turns a candidate (an update's body or a mutated copy; STOLEN) into the next state of o and
  * commits it: status handling, the finalizer rule, admission, generation, no-op writes, and
  * deletion once the last finalizer goes. Write lock held. */
@@ -473,7 +508,11 @@ static kc_code apply_write(ks_store *st, ks_type *t, ks_obj *o, json_t *cand, ks
     const json_t *stored = o->obj;
     json_t *next = NULL;
     kc_code rc = KC_OK;
-    if (kind == KS_WRITE_STATUS) {
+    if (kind == KS_WRITE_STATUS && !api_update && status_write_in_place(stored, cand)) {
+        /* cand is the stored state a mutate function changed (private; its top-level fields in
+         * the stored order): it keeps the status and whatever else is unchanged. */
+        next = cand;
+    } else if (kind == KS_WRITE_STATUS) {
         next = json_deep_copy(stored);
         json_t *status = json_object_get(cand, "status");
         if (next && status)
@@ -485,10 +524,11 @@ static kc_code apply_write(ks_store *st, ks_type *t, ks_obj *o, json_t *cand, ks
         next = cand;
         if (t->pub.has_status) {
             json_t *status = json_object_get(stored, "status");
-            if (status)
-                json_object_set_new(next, "status", json_deep_copy(status));
-            else
+            json_t *have = json_object_get(next, "status");
+            if (!status)
                 json_object_del(next, "status");
+            else if (!(have && have->refcount == 1 && json_equal(have, status)))
+                json_object_set_new(next, "status", json_deep_copy(status));
         }
     }
     cand = NULL;
@@ -632,10 +672,15 @@ kc_code ks_mutate(ks_store *st, const ks_rtype *rt, const char *ns, const char *
         rc = kss_err(err, KC_EARG, 0, "ks_mutate: the function left %s not an object", name);
         goto unlock;
     }
-    /* fn may have linked in values it still holds (json_object_set): keep a private copy. */
-    json_t *mine = json_deep_copy(copy);
-    json_decref(copy);
-    if (!mine) {
+    /* fn may have linked in values it still holds (json_object_set), or kept the whole object:
+     * what is shared is copied, the rest of the export is already private. */
+    json_t *mine = copy;
+    if (copy->refcount > 1) {
+        mine = json_deep_copy(copy);
+        json_decref(copy);
+    }
+    if (!mine || !kss_privatize(mine)) {
+        json_decref(mine);
         rc = kss_err(err, KC_ENOMEM, 500, "out of memory copying %s", name);
         goto unlock;
     }

@@ -162,3 +162,63 @@ Test(share, many_versions_free_cleanly)
     }
     cr_assert_eq(ks_count(st, ty.pods), 200 - 67);
 }
+
+/* A mutate function that links in a value it keeps, and changes it after the write. */
+static kc_code link_kept(void *ud, json_t *obj, kc_err *err)
+{
+    json_object_set(json_object_get(obj, "metadata"), "annotations", ud);
+    return KC_OK;
+}
+
+Test(share, values_a_mutate_function_keeps_are_copied)
+{
+    kst_create_free(st, ty.pods, "default", kst_pod("default", "p", "n1"));
+    json_t *ann = json_pack("{s:s}", "a", "1");
+    kc_err err = {0};
+    cr_assert_eq(ks_mutate(st, ty.pods, "default", "p", KS_WRITE_MAIN, link_kept, ann, NULL, &err),
+                 KC_OK, "%s", err.msg);
+    json_t *stored_ann =
+        json_object_get(json_object_get(hist_back(0)->obj, "metadata"), "annotations");
+    cr_assert_neq(stored_ann, ann, "the store holds a copy of what the function still holds");
+    json_object_set_new(ann, "a", json_string("changed later"));
+    json_decref(ann);
+    cr_assert_str_eq(json_string_value(json_object_get(stored_ann, "a")), "1");
+}
+
+/* A status write whose function also changed the spec, the labels and added a field. */
+static kc_code status_and_more(void *ud, json_t *obj, kc_err *err)
+{
+    json_object_set_new(json_object_get(obj, "spec"), "nodeName", json_string("elsewhere"));
+    kst_set_label(obj, "tier", "z");
+    json_object_set_new(obj, "extra", json_true());
+    return set_status(ud, obj, err);
+}
+
+Test(share, status_write_keeps_only_the_status_of_what_the_function_changed)
+{
+    json_t *pod = kst_pod("default", "p", "n1");
+    kst_set_label(pod, "tier", "a");
+    kst_create_free(st, ty.pods, "default", pod);
+    kc_err err = {0};
+    cr_assert_eq(ks_mutate(st, ty.pods, "default", "p", KS_WRITE_STATUS, status_and_more, "Running",
+                           NULL, &err),
+                 KC_OK, "%s", err.msg);
+    ks_hist *added = hist_back(1), *mod = hist_back(0);
+    cr_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(mod->obj, "spec"), "nodeName")), "n1");
+    cr_assert_eq(json_object_get(mod->obj, "spec"), json_object_get(added->obj, "spec"));
+    cr_assert_str_eq(json_string_value(json_object_get(
+                         json_object_get(json_object_get(mod->obj, "metadata"), "labels"), "tier")),
+                     "a");
+    cr_assert_null(json_object_get(mod->obj, "extra"));
+    cr_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(mod->obj, "status"), "phase")),
+        "Running");
+    /* The top-level fields keep the stored order. */
+    void *x = json_object_iter(added->obj), *y = json_object_iter(mod->obj);
+    for (; x && y; x = json_object_iter_next(added->obj, x), y = json_object_iter_next(mod->obj, y))
+        cr_assert_str_eq(json_object_iter_key(x), json_object_iter_key(y));
+    cr_assert_null(x);
+    cr_assert_str_eq(json_object_iter_key(y), "status", "the write added the status, last");
+    cr_assert_null(json_object_iter_next(mod->obj, y), "and nothing else");
+}
