@@ -1453,6 +1453,7 @@ void op_controller_free(op_controller *c)
     kc_map_free(c->app_pods, NULL);
     kc_map_free(c->app_failing, free);
     json_decref(c->policy);
+    json_decref(c->status_written);
     json_decref(c->last_spec);
     json_decref(c->ds_by_state);
     kc_pack_dict_free(c->pack);

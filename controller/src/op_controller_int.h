@@ -106,6 +106,9 @@ struct op_controller {
     /* When the ClusterPolicy status was last written (op_mono_ms; the status key reconciles
      * one at a time). */
     uint64_t status_written_ms;
+    /* What that write got back (NULL: none yet): until the policy cache reaches its
+     * resourceVersion, the cached status is older than the server's. */
+    json_t *status_written;
     kc_informer *policies, *nodes, *pods, *daemonsets;
     /* ConfigMaps of the operator namespace as identities (name, resourceVersion), with their data
      * only for those cm_want names: the sharing configs (spec.devicePlugin.config.name) and the MIG
@@ -227,6 +230,8 @@ long op_app_pods(op_controller *c, const char *app);
 bool op_app_failing(op_controller *c, const char *app, char *why, size_t size);
 /* CLOCK_MONOTONIC in milliseconds (transition timings). */
 uint64_t op_mono_ms(void);
+/* A resourceVersion as a number, for ordering the versions one server gave (0: not a number). */
+uint64_t op_rv_num(const char *rv);
 /* Frees an op_expect (kc_map_free callback). */
 void op_expect_free(void *e);
 /* Drops the expectations the caches have caught up with, and those past their deadline ahead_ms

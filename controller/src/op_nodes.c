@@ -248,7 +248,7 @@ typedef struct op_expect {
     bool rv_ok;          /* every answer so far carried a resourceVersion */
 } op_expect;
 
-static uint64_t rv_num(const char *rv)
+uint64_t op_rv_num(const char *rv)
 {
     char *end = NULL;
     unsigned long long v = rv && *rv ? strtoull(rv, &end, 10) : 0;
@@ -263,11 +263,11 @@ static void cache_rvs(op_controller *c, uint64_t *nodes, uint64_t *pods)
     *nodes = *pods = 0;
     if (c->nodes) {
         kc_informer_get_stats(c->nodes, &st);
-        *nodes = rv_num(st.resource_version);
+        *nodes = op_rv_num(st.resource_version);
     }
     if (c->pods) {
         kc_informer_get_stats(c->pods, &st);
-        *pods = rv_num(st.resource_version);
+        *pods = op_rv_num(st.resource_version);
     }
 }
 
@@ -291,7 +291,7 @@ static void expect_answered(op_controller *c, const char *node, int what, const 
     bool parsed = true;
     if (r->code == KC_OK) {
         json_t *obj = r->body ? json_loadb(r->body, r->body_len, 0, NULL) : NULL;
-        rv = rv_num(str_at(json_object_get(obj, "metadata"), "resourceVersion", NULL));
+        rv = op_rv_num(str_at(json_object_get(obj, "metadata"), "resourceVersion", NULL));
         parsed = rv > 0;
         json_decref(obj);
     }

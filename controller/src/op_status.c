@@ -172,9 +172,12 @@ static json_t *comparable(const json_t *status)
 }
 
 /* What a status change says beyond progress: the state, the generation, each condition's type,
- * status and reason, each operand state's readiness, and the nodes that failed, are blocked,
- * reconfigure or opted out. Changes of nothing but counts of nodes done and in progress, the
- * nodes behind and the messages that count them are progress (see op_reconcile_status). */
+ * status and reason (but those of operand states), the operand states there are, and the nodes that
+ * failed, are blocked, reconfigure or opted out. Changes of nothing but counts of nodes done and in
+ * progress, the nodes behind, the messages that count them and an operand state's readiness (its
+ * condition) are progress (see op_reconcile_status): in a rollout a state's DaemonSet turns ready
+ * and not ready again with every node its pods reach, several times a second over a large fleet,
+ * while whether the whole ClusterPolicy is ready (its state) is written at once. */
 static json_t *significant(const json_t *status)
 {
     json_t *s =
@@ -183,10 +186,20 @@ static json_t *significant(const json_t *status)
                   "states", "nodes");
     if (!s)
         return NULL;
-    size_t i;
-    const json_t *c;
+    size_t i, j;
+    const json_t *c, *st;
     json_array_foreach(json_object_get(status, "conditions"), i, c)
     {
+        /* An operand state's own condition follows its readiness: progress too. */
+        bool of_state = false;
+        json_array_foreach(json_object_get(status, "states"), j, st)
+        {
+            const char *t = json_string_value(json_object_get(c, "type")),
+                       *n = json_string_value(json_object_get(st, "name"));
+            of_state |= t && n && !strcmp(t, n);
+        }
+        if (of_state)
+            continue;
         if (json_array_append_new(
                 json_object_get(s, "conditions"),
                 json_pack("{s:O?, s:O?, s:O?}", "type", json_object_get(c, "type"), "status",
@@ -198,8 +211,7 @@ static json_t *significant(const json_t *status)
     json_array_foreach(json_object_get(status, "states"), i, c)
     {
         if (json_array_append_new(json_object_get(s, "states"),
-                                  json_pack("{s:O?, s:O?}", "name", json_object_get(c, "name"),
-                                            "ready", json_object_get(c, "ready")))) {
+                                  json_pack("{s:O?}", "name", json_object_get(c, "name")))) {
             json_decref(s);
             return NULL;
         }
@@ -471,6 +483,18 @@ long op_reconcile_status(op_controller *c)
     }
     if (!live || json_object_get(json_object_get(live, "metadata"), "deletionTimestamp"))
         goto out;
+    /* The last status write's answer is newer than a cache that has not shown it yet (its watch
+     * lags under load): compared with, and written on top of, instead of the cached copy, which
+     * would differ by that write and only conflict. */
+    const json_t *wmeta = json_object_get(c->status_written, "metadata");
+    if (c->status_written &&
+        !strcmp(str_at(wmeta, "uid", NULL) ?: "",
+                str_at(json_object_get(live, "metadata"), "uid", NULL) ?: "-") &&
+        op_rv_num(str_at(json_object_get(live, "metadata"), "resourceVersion", NULL)) <
+            op_rv_num(str_at(wmeta, "resourceVersion", NULL))) {
+        json_decref(live);
+        live = json_incref(c->status_written);
+    }
     char render_error[512];
     pthread_mutex_lock(&c->mu);
     snprintf(render_error, sizeof(render_error), "%s", c->render_error);
@@ -672,12 +696,15 @@ long op_reconcile_status(op_controller *c)
         again = (long)(wait_ms - since); /* progress: written with the next change or then */
     } else if (!same) {
         const char *old_state = str_at(old, "state", NULL);
-        json_t *upd = json_deep_copy(live);
+        json_t *upd = json_deep_copy(live), *written = NULL;
         kc_err err;
-        kc_code rc = !upd || json_object_set(upd, "status", status)
-                         ? kc_err_set(&err, KC_ENOMEM, "out of memory building the status")
-                         : kc_update_status(c->api, &KC_RES_CLUSTERPOLICIES, NULL, upd, NULL, &err);
+        kc_code rc =
+            !upd || json_object_set(upd, "status", status)
+                ? kc_err_set(&err, KC_ENOMEM, "out of memory building the status")
+                : kc_update_status(c->api, &KC_RES_CLUSTERPOLICIES, NULL, upd, &written, &err);
         json_decref(upd);
+        if (rc != KC_OK)
+            json_decref(written);
         if (rc == KC_ECONFLICT) {
             again = 100;
         } else if (rc != KC_OK) {
@@ -686,6 +713,9 @@ long op_reconcile_status(op_controller *c)
             again = OP_REQUEUED;
         } else {
             c->status_written_ms = now_ms;
+            json_decref(c->status_written);
+            c->status_written = written;
+            written = NULL;
             if (ready)
                 atomic_store(&c->policy_was_ready, true);
             /* Once, when the condition turns to CRDNotInstalled (not on every reconcile, nor on a
