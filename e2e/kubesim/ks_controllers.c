@@ -189,11 +189,11 @@ json_t *ks_controllers_stats(ks_sim *sim)
     json_t *out = json_object();
     for (int i = 0; c && out && i < KSC_W_COUNT; i++) {
         const ksc_worker *w = &c->w[i];
-        json_object_set_new(
-            out, w->name,
-            json_pack("{s:I, s:I}", "syncs",
-                      (json_int_t)__atomic_load_n(&w->syncs, __ATOMIC_RELAXED), "busyMs",
-                      (json_int_t)__atomic_load_n(&w->busy_ms, __ATOMIC_RELAXED)));
+        json_object_set_new(out, w->name,
+                            json_pack("{s:I, s:I}", "syncs",
+                                      (json_int_t)__atomic_load_n(&w->syncs, __ATOMIC_RELAXED),
+                                      "busyMs",
+                                      (json_int_t)__atomic_load_n(&w->busy_ms, __ATOMIC_RELAXED)));
     }
     return out;
 }
