@@ -971,7 +971,23 @@ Test(op_torture, allocations_fail_in_turn)
  * and pod creations again. kubesim cuts the operator's node watch and holds its next one for
  * 3 s, so the node cache stays as it was meanwhile; nothing runs the pods in this cluster, so
  * nothing else changes. */
-Test(op_torture, no_duplicate_writes_before_the_caches_catch_up)
+/* The operator's watches of resource are cut and held back delay_ms each time they resume, as
+ * under load. */
+static void hold_watch(env *e, const char *resource, int delay_ms)
+{
+    json_t *rules =
+        json_pack("{s:[{s:{s:s, s:[s]}, s:s, s:i}, {s:{s:s, s:[s], s:[s]}, s:s, s:i}]}", "rules",
+                  "match", "userAgent", "gpu-operator@torture", "resources", resource, "action",
+                  "cutWatch", "afterEvents", 0, "match", "userAgent", "gpu-operator@torture",
+                  "verbs", "watch", "resources", resource, "action", "delay", "delayMs", delay_ms);
+    kc_err err;
+    cr_assert_eq(ks_faults_install(&e->sim, rules, &err), KC_OK, "%s", err.msg);
+    json_decref(rules);
+    usleep(1000 * 1000); /* open streams are cut within 0.5 s */
+}
+
+/* A cluster whose operands (DaemonSets) the operator has applied, every cache current. */
+static env *env_with_daemonsets(void)
 {
     env *e = calloc(1, sizeof(*e));
     cr_assert_not_null(e);
@@ -980,15 +996,41 @@ Test(op_torture, no_duplicate_writes_before_the_caches_catch_up)
         run_step(e, STEP_POLICY);
         settle(e);
     }
-    json_t *rules =
-        json_pack("{s:[{s:{s:s, s:[s]}, s:s, s:i}, {s:{s:s, s:[s], s:[s]}, s:s, s:i}]}", "rules",
-                  "match", "userAgent", "gpu-operator@torture", "resources", "nodes", "action",
-                  "cutWatch", "afterEvents", 0, "match", "userAgent", "gpu-operator@torture",
-                  "verbs", "watch", "resources", "nodes", "action", "delay", "delayMs", 3000);
+    return e;
+}
+
+/* The same with the ClusterPolicy status written. */
+static env *env_with_status(void)
+{
+    env *e = env_with_daemonsets();
+    run_step(e, STEP_STATUS);
+    settle(e);
+    return e;
+}
+
+/* The first DaemonSet (nothing scheduled yet: ready) now wants a pod it does not have. */
+static void ds_wants_a_pod(env *e)
+{
+    json_t *list = NULL;
     kc_err err;
-    cr_assert_eq(ks_faults_install(&e->sim, rules, &err), KC_OK, "%s", err.msg);
-    json_decref(rules);
-    usleep(1000 * 1000); /* open streams are cut within 0.5 s */
+    cr_assert_eq(kc_list(e->admin, &KC_RES_DAEMONSETS, NS, NULL, &list, &err), KC_OK, "%s",
+                 err.msg);
+    json_t *ds = json_deep_copy(json_array_get(json_object_get(list, "items"), 0));
+    json_decref(list);
+    cr_assert_not_null(ds);
+    json_object_set_new(ds, "status",
+                        json_pack("{s:i, s:i, s:i, s:i}", "desiredNumberScheduled", 1,
+                                  "numberAvailable", 0, "numberUnavailable", 1,
+                                  "updatedNumberScheduled", 0));
+    cr_assert_eq(kc_update_status(e->admin, &KC_RES_DAEMONSETS, NS, ds, NULL, &err), KC_OK, "%s",
+                 err.msg);
+    json_decref(ds);
+}
+
+Test(op_torture, no_duplicate_writes_before_the_caches_catch_up)
+{
+    env *e = env_with_daemonsets();
+    hold_watch(e, "nodes", 3000);
     memset(&fh, 0, sizeof(fh));
     fh.armed = true;
     op_reconcile_node(e->c, "gpu-0", 0, 0);
@@ -1103,33 +1145,12 @@ static void states_seen(env *e, char *out, size_t size)
  * one a synchronous request of the reconciler, instead of 29). */
 Test(op_torture, a_states_readiness_waits_for_the_progress_interval)
 {
-    env *e = calloc(1, sizeof(*e));
-    cr_assert_not_null(e);
-    env_up(e);
-    for (int i = 0; i < 2; i++) {
-        run_step(e, STEP_POLICY);
-        settle(e);
-    }
-    run_step(e, STEP_STATUS);
-    settle(e);
+    env *e = env_with_status();
     char before[2048], after[2048];
     states_seen(e, before, sizeof(before));
     cr_assert(strstr(before, "=1 "), "no state is ready to turn not ready: %s", before);
     /* A ready state's DaemonSet (desired 0: nothing scheduled yet) now wants a pod. */
-    json_t *list = NULL;
-    kc_err err;
-    cr_assert_eq(kc_list(e->admin, &KC_RES_DAEMONSETS, NS, NULL, &list, &err), KC_OK, "%s",
-                 err.msg);
-    json_t *ds = json_deep_copy(json_array_get(json_object_get(list, "items"), 0));
-    json_decref(list);
-    cr_assert_not_null(ds);
-    json_object_set_new(ds, "status",
-                        json_pack("{s:i, s:i, s:i, s:i}", "desiredNumberScheduled", 1,
-                                  "numberAvailable", 0, "numberUnavailable", 1,
-                                  "updatedNumberScheduled", 0));
-    cr_assert_eq(kc_update_status(e->admin, &KC_RES_DAEMONSETS, NS, ds, NULL, &err), KC_OK, "%s",
-                 err.msg);
-    json_decref(ds);
+    ds_wants_a_pod(e);
     settle(e);
     /* Just written: the change waits (the interval is 200 ms for two GPU nodes). */
     e->c->status_written_ms = op_mono_ms();
@@ -1159,38 +1180,10 @@ Test(op_torture, a_states_readiness_waits_for_the_progress_interval)
  * status writes were conflicts, retried every 100 ms until the watch caught up). */
 Test(op_torture, status_writes_do_not_wait_for_the_policy_watch)
 {
-    env *e = calloc(1, sizeof(*e));
-    cr_assert_not_null(e);
-    env_up(e);
-    for (int i = 0; i < 2; i++) {
-        run_step(e, STEP_POLICY);
-        settle(e);
-    }
-    run_step(e, STEP_STATUS);
-    settle(e);
-    json_t *rules = json_pack("{s:[{s:{s:s, s:[s]}, s:s, s:i}, {s:{s:s, s:[s], s:[s]}, s:s, s:i}]}",
-                              "rules", "match", "userAgent", "gpu-operator@torture", "resources",
-                              "clusterpolicies", "action", "cutWatch", "afterEvents", 0, "match",
-                              "userAgent", "gpu-operator@torture", "verbs", "watch", "resources",
-                              "clusterpolicies", "action", "delay", "delayMs", 5000);
-    kc_err err;
-    cr_assert_eq(ks_faults_install(&e->sim, rules, &err), KC_OK, "%s", err.msg);
-    json_decref(rules);
-    usleep(1000 * 1000); /* open streams are cut within 0.5 s */
+    env *e = env_with_status();
+    hold_watch(e, "clusterpolicies", 5000);
     /* A DaemonSet now wants a pod: the status changes. */
-    json_t *list = NULL;
-    cr_assert_eq(kc_list(e->admin, &KC_RES_DAEMONSETS, NS, NULL, &list, &err), KC_OK, "%s",
-                 err.msg);
-    json_t *ds = json_deep_copy(json_array_get(json_object_get(list, "items"), 0));
-    json_decref(list);
-    cr_assert_not_null(ds);
-    json_object_set_new(ds, "status",
-                        json_pack("{s:i, s:i, s:i, s:i}", "desiredNumberScheduled", 1,
-                                  "numberAvailable", 0, "numberUnavailable", 1,
-                                  "updatedNumberScheduled", 0));
-    cr_assert_eq(kc_update_status(e->admin, &KC_RES_DAEMONSETS, NS, ds, NULL, &err), KC_OK, "%s",
-                 err.msg);
-    json_decref(ds);
+    ds_wants_a_pod(e);
     char before[2048], after[2048];
     states_seen(e, before, sizeof(before));
     memset(&fh, 0, sizeof(fh));
