@@ -82,7 +82,8 @@ typedef struct kl_ctr {
     bool started;          /* the startup probe passed (or there is none) */
     uint64_t run_since_ms; /* loop time the current run started (probes' initial delays) */
     /* Image pulls (ks_kubelet_pull.c). */
-    bool pull_wait;      /* waiting for a pull job of its image */
+    bool pull_wait;      /* waiting for a pull job of its image (holds its pod's pull turn) */
+    bool pull_defer;     /* its start waits for another container's pull in its pod */
     bool pulled;         /* the job finished: the next start goes ahead */
     int pull_phase;      /* 1: ErrImagePull, 2: ImagePullBackOff (t_backoff runs) */
     int pull_backoff_ms; /* the image back-off, doubling */
@@ -107,6 +108,9 @@ typedef struct kl_pod {
     char *reason, *message; /* pod-level status reason/message (rejection) */
     json_t *ext;            /* extended resources admitted on the node (object) or NULL */
     char *sa_root;
+    /* The container whose pull is under way: the kubelet starts a pod's containers one after
+     * the other, each start waiting for its image, so the others' starts wait (pull_defer). */
+    struct kl_ctr *pull_ctr;
 } kl_pod;
 
 typedef struct kl_qev {
@@ -142,10 +146,10 @@ struct ks_kubelet {
     int runs; /* live kl_run */
     /* Images (ks_kubelet_pull.c); reg NULL: every image exists, pulls take no time. */
     ks_registry *reg;
-    kc_map *imgs;   /* node "\n" reference → image state */
-    kc_map *pullqs; /* node → its pull queue */
-    struct kl_img **active;
-    size_t n_active, cap_active;
+    kc_map *imgs;           /* node "\n" reference → image state */
+    kc_map *pullqs;         /* node → its pull queue */
+    struct kl_pullq **busy; /* the queues with pulls running */
+    size_t n_busy, cap_busy;
     uv_timer_t t_pull;
     struct kl_ctr *pull_sync; /* the container whose start is asking for a pull right now */
 };
@@ -213,7 +217,8 @@ bool kl_pull_before_start(kl_ctr *c);
 void kl_pull_on_timer(uv_timer_t *t);
 /* The node was deleted: its images and pulls go with it. */
 void kl_pull_node_gone(struct ks_kubelet *kl, const char *node);
-/* ks_kubelet_pod.c: c's pull finished (or its back-off ended): start it (or pull again). */
+/* ks_kubelet_pod.c: c's pull finished (or its back-off ended, or its pod's turn to pull came):
+ * start it (or pull again). */
 void kl_pod_ctr_pulled(kl_pod *p, kl_ctr *c);
 
 /* ks_kubelet_ctr.c */

@@ -418,6 +418,8 @@ static void begin_main(kl_pod *p)
     p->stage = ST_RUNNING;
     if (!p->ip[0])
         assign_ip(p);
+    /* In order, as SyncPod starts them: a start whose image is being pulled holds the pod's
+     * later starts until that pull ends (kl_pull_before_start defers them). */
     for (size_t i = 0; i < p->n_ctrs; i++)
         kl_ctr_start(&p->ctrs[i]);
     kl_pod_write(p);

@@ -2,9 +2,17 @@
  * container starts, its image must be on the node: imagePullPolicy decides whether it is pulled
  * (Always: every start; IfNotPresent: once per node; Never: never). A pull asks the registries
  * (ks_registry): an image that does not exist fails with containerd's error, ErrImagePull, then
- * ImagePullBackOff with the kubelet's doubling back-off. Pulls on one node run one at a time
- * (the kubelet's default serializeImagePulls) and take --pull-latency-ms plus the image's size
- * over the node's --pull-mbps; an image pulled once stays on the node. */
+ * ImagePullBackOff with the kubelet's doubling back-off. An image pulled once stays on the node.
+ *
+ * The pull-time model: a pull first takes --pull-latency-ms of its own (not shared), then
+ * downloads the image's size over the node's link of --pull-mbps, which the downloads under way
+ * on the node share equally (k downloads progress at F/k MB/s each, recomputed whenever one
+ * starts or ends). A node runs one pull at a time (the kubelet's default serializeImagePulls),
+ * or with --serialize-image-pulls=false up to --max-parallel-image-pulls at once (no limit when
+ * unset); the others wait in FIFO order. Events happen at the milliseconds the model gives even
+ * when the loop runs late. Within a pod, containers pull one after the other, in order, as the
+ * kubelet's SyncPod starts them: while one container's pull is under way, the pod's other
+ * container starts wait for it to end (pulled or failed). */
 #include "ks_kubelet_int.h"
 
 #include "kc_log.h"
@@ -28,23 +36,42 @@ typedef struct kl_img {
     char *ref;  /* normalized reference (containerd's name) */
     bool present;
     bool job;           /* a pull is queued or running */
-    bool running;       /* the job holds the node's puller */
+    bool running;       /* the job holds one of the node's pull slots */
+    bool downloading;   /* running, past its latency: its bytes are coming */
+    bool rounded;       /* left_ms went through the sharing arithmetic */
     bool job_fails;     /* the registry does not have it */
     char *fail_msg;     /* containerd's error when job_fails */
     uint64_t size;      /* bytes */
-    uint64_t cost_ms;   /* the job's pull time once it runs */
+    uint64_t lat_ms;    /* the job's fixed latency */
+    double solo_ms;     /* its download alone on the node's link (0: none) */
+    double left_ms;     /* what is left of solo_ms (running) */
     uint64_t queued_ms; /* loop time the job was queued */
     uint64_t start_ms;  /* loop time it started running */
-    uint64_t done_ms;   /* loop time it ends (running) */
+    uint64_t ready_ms;  /* start_ms + lat_ms: its download starts */
+    uint64_t done_ms;   /* loop time it ends (projected while downloading) */
     kl_waiter *w;
     size_t nw, capw;
     struct kl_img *qnext; /* the node's queue */
 } kl_img;
 
 typedef struct kl_pullq {
+    char *node;
     kl_img *head, *tail; /* queued jobs, head runs first */
-    kl_img *running;
+    kl_img **run;        /* running jobs */
+    size_t nrun, caprun;
+    uint64_t at_ms; /* the downloads' progress is accounted up to this loop time */
+    size_t busy_at; /* index in kl->busy + 1; 0: not there (nothing runs) */
 } kl_pullq;
+
+static void pullq_free(void *v)
+{
+    kl_pullq *q = v;
+    if (!q)
+        return;
+    free(q->node);
+    free(q->run);
+    free(q);
+}
 
 static void waiter_free(kl_waiter *w)
 {
@@ -67,9 +94,34 @@ static void img_free(void *v)
     free(img);
 }
 
+bool ks_kubelet_check_pulls(bool serialize, const long *max, char *msg, size_t size)
+{
+    /* pkg/kubelet/apis/config/validation/validation.go */
+    if (max && *max < 1) {
+        snprintf(msg, size,
+                 "invalid configuration: maxParallelImagePulls %ld must be a positive number",
+                 *max);
+        return false;
+    }
+    if (serialize && max && *max > 1) {
+        snprintf(msg, size,
+                 "invalid configuration: maxParallelImagePulls cannot be larger than 1 unless "
+                 "SerializeImagePulls (--serialize-image-pulls) is set to false");
+        return false;
+    }
+    return true;
+}
+
 bool kl_pull_init(struct ks_kubelet *kl, kc_err *err)
 {
-    if (kl->sim->opts.any_image)
+    const ks_opts *o = &kl->sim->opts;
+    long max = o->max_parallel_pulls;
+    char msg[256];
+    if (!ks_kubelet_check_pulls(!o->parallel_pulls, max ? &max : NULL, msg, sizeof(msg))) {
+        kc_err_set(err, KC_EINVALID, "%s", msg);
+        return false;
+    }
+    if (o->any_image)
         return true;
     kl->reg = ks_registry_new();
     kl->imgs = kc_map_new();
@@ -88,11 +140,12 @@ void kl_pull_free(struct ks_kubelet *kl)
 {
     ks_registry_free(kl->reg);
     kc_map_free(kl->imgs, img_free);
-    kc_map_free(kl->pullqs, free);
-    free(kl->active);
+    kc_map_free(kl->pullqs, pullq_free);
+    free(kl->busy);
     kl->reg = NULL;
     kl->imgs = kl->pullqs = NULL;
-    kl->active = NULL;
+    kl->busy = NULL;
+    kl->n_busy = kl->cap_busy = 0;
 }
 
 /* Go's time.Duration formatting of milliseconds ("0s", "850ms", "1.25s", "2m3.5s"). */
@@ -145,19 +198,141 @@ static kl_pullq *node_queue(struct ks_kubelet *kl, const char *node)
     if (q)
         return q;
     q = calloc(1, sizeof(*q));
-    if (q && kc_map_put(kl->pullqs, node, q, NULL) != KC_OK) {
-        free(q);
+    if (q && (!(q->node = strdup(node)) || kc_map_put(kl->pullqs, node, q, NULL) != KC_OK)) {
+        pullq_free(q);
         q = NULL;
     }
     return q;
 }
 
+/* Pulls a node runs at once: 1 when serialized (the kubelet's default), else the limit. */
+static size_t pull_slots(const struct ks_kubelet *kl)
+{
+    const ks_opts *o = &kl->sim->opts;
+    if (!o->parallel_pulls)
+        return 1;
+    return o->max_parallel_pulls > 0 ? (size_t)o->max_parallel_pulls : SIZE_MAX;
+}
+
+static bool busy_add(struct ks_kubelet *kl, kl_pullq *q)
+{
+    if (q->busy_at)
+        return true;
+    if (kl->n_busy == kl->cap_busy) {
+        size_t cap = kl->cap_busy ? kl->cap_busy * 2 : 64;
+        kl_pullq **a = realloc(kl->busy, cap * sizeof(*a));
+        if (!a)
+            return false;
+        kl->busy = a;
+        kl->cap_busy = cap;
+    }
+    kl->busy[kl->n_busy++] = q;
+    q->busy_at = kl->n_busy;
+    return true;
+}
+
+static void busy_remove(struct ks_kubelet *kl, kl_pullq *q)
+{
+    if (!q->busy_at)
+        return;
+    size_t i = q->busy_at - 1;
+    kl_pullq *last = kl->busy[--kl->n_busy];
+    kl->busy[i] = last;
+    last->busy_at = i + 1;
+    q->busy_at = 0;
+}
+
+/* The next loop time a running job changes: its latency ends, or its download. */
+static uint64_t job_next(const kl_img *img)
+{
+    return img->downloading ? img->done_ms : img->ready_ms;
+}
+
+static uint64_t queue_next(const kl_pullq *q)
+{
+    uint64_t next = UINT64_MAX;
+    for (size_t i = 0; i < q->nrun; i++)
+        if (job_next(q->run[i]) < next)
+            next = job_next(q->run[i]);
+    return next;
+}
+
+/* Accounts the downloads' progress up to t: over the time since the last account, each of the k
+ * downloads under way got 1/k of the link. */
+static void progress(kl_pullq *q, uint64_t t)
+{
+    if (t <= q->at_ms)
+        return;
+    size_t k = 0;
+    for (size_t i = 0; i < q->nrun; i++)
+        k += q->run[i]->downloading;
+    double got = k ? (double)(t - q->at_ms) / (double)k : 0;
+    for (size_t i = 0; i < q->nrun; i++)
+        if (q->run[i]->downloading) {
+            q->run[i]->left_ms -= got;
+            q->run[i]->rounded = true;
+        }
+    q->at_ms = t;
+}
+
+/* Projects each download's end from t (the progress accounted up to t): with k downloads on the
+ * link, what is left takes k times as long. Rounded up to the millisecond: no pull ends before
+ * its last byte could have arrived; a download alone from its start ends exactly as
+ * --pull-mbps says, others ignore the sharing arithmetic's rounding noise. */
+static void reshare(kl_pullq *q, uint64_t t)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < q->nrun; i++)
+        k += q->run[i]->downloading;
+    for (size_t i = 0; i < q->nrun; i++) {
+        kl_img *img = q->run[i];
+        if (!img->downloading)
+            continue;
+        double x = img->left_ms * (double)k;
+        if (k > 1 || img->rounded)
+            x -= 1e-6;
+        img->done_ms = t + (x > 0 ? (uint64_t)ceil(x) : 0);
+    }
+}
+
+/* Runs q's jobs forward to now, event by event at the loop times the model gives them (a latency
+ * ending: the download starts; a download ending), however late the loop is. The jobs that
+ * ended leave q for ended[] (room for q->nrun); returns how many. */
+static size_t advance(kl_pullq *q, uint64_t now, kl_img **ended)
+{
+    size_t n = 0;
+    for (uint64_t t; (t = queue_next(q)) <= now;) {
+        progress(q, t);
+        for (size_t i = 0; i < q->nrun;) {
+            kl_img *img = q->run[i];
+            bool end = false;
+            if (img->downloading)
+                end = img->done_ms <= t;
+            else if (img->ready_ms <= t) {
+                img->downloading = img->left_ms > 0;
+                end = !img->downloading; /* nothing to download (a refresh, a failure) */
+            }
+            if (!end) {
+                i++;
+                continue;
+            }
+            img->done_ms = t;
+            q->run[i] = q->run[--q->nrun];
+            ended[n++] = img;
+        }
+        reshare(q, t);
+    }
+    return n;
+}
+
 static void arm_timer(struct ks_kubelet *kl)
 {
     uint64_t next = UINT64_MAX, now = kl_now(kl);
-    for (size_t i = 0; i < kl->n_active; i++)
-        if (kl->active[i]->done_ms < next)
-            next = kl->active[i]->done_ms;
+    for (size_t i = 0; i < kl->n_busy; i++) {
+        uint64_t t = queue_next(kl->busy[i]);
+        if (t < next)
+            next = t;
+    }
     if (next == UINT64_MAX)
         uv_timer_stop(&kl->t_pull);
     else
@@ -166,41 +341,69 @@ static void arm_timer(struct ks_kubelet *kl)
 
 static void finish_job(struct ks_kubelet *kl, kl_img *img);
 
-/* Starts the node's next queued job when its puller is free. Jobs that take no time finish at
+/* Starts the node's queued jobs while it has free pull slots. Jobs that take no time finish at
  * once (without a timer), so a cluster without the pull-time model starts pods as before. */
 static void run_queue(struct ks_kubelet *kl, const char *node)
 {
     for (;;) {
         kl_pullq *q = kc_map_get(kl->pullqs, node);
-        if (!q || q->running || !q->head)
-            return;
+        uint64_t now = kl_now(kl);
+        /* A job that ended already (the loop is late) leaves first: the timer ends it. */
+        if (!q || !q->head || q->nrun >= pull_slots(kl) || queue_next(q) <= now)
+            break;
         kl_img *img = q->head;
         q->head = img->qnext;
         if (!q->head)
             q->tail = NULL;
         img->qnext = NULL;
         img->running = true;
-        img->start_ms = kl_now(kl);
-        img->done_ms = img->start_ms + img->cost_ms;
-        if (img->cost_ms == 0) {
+        img->start_ms = now;
+        img->ready_ms = now + img->lat_ms;
+        img->left_ms = img->solo_ms;
+        img->rounded = false;
+        img->downloading = false;
+        if (img->lat_ms == 0 && img->solo_ms <= 0) {
+            img->done_ms = now;
             finish_job(kl, img);
             continue;
         }
-        q->running = img;
-        if (kl->n_active == kl->cap_active) {
-            size_t cap = kl->cap_active ? kl->cap_active * 2 : 64;
-            kl_img **a = realloc(kl->active, cap * sizeof(*a));
-            if (!a) {
-                q->running = NULL;
-                finish_job(kl, img); /* no memory to wait: finish it now */
-                continue;
+        if (q->nrun == q->caprun) {
+            size_t cap = q->caprun ? q->caprun * 2 : 4;
+            kl_img **a = realloc(q->run, cap * sizeof(*a));
+            if (a) {
+                q->run = a;
+                q->caprun = cap;
             }
-            kl->active = a;
-            kl->cap_active = cap;
         }
-        kl->active[kl->n_active++] = img;
-        arm_timer(kl);
-        return;
+        if (q->nrun == q->caprun || !busy_add(kl, q)) {
+            img->done_ms = now;
+            finish_job(kl, img); /* no memory to wait: finish it now */
+            continue;
+        }
+        progress(q, now); /* the downloads so far, before one more shares the link */
+        img->downloading = img->ready_ms == now;
+        q->run[q->nrun++] = img;
+        reshare(q, now);
+    }
+    arm_timer(kl);
+}
+
+/* The container the pod's start waits for has its pull ended (pulled or failed): the pod's next
+ * waiting start goes on, in container order (init containers first), until one pulls. */
+static void pod_next_start(kl_pod *p)
+{
+    while (!p->removed && p->stage != ST_DONE && p->stage != ST_DELETING && !p->pull_ctr) {
+        kl_ctr *next = NULL;
+        for (size_t i = 0; !next && i < p->n_init; i++)
+            if (p->init[i].pull_defer)
+                next = &p->init[i];
+        for (size_t i = 0; !next && i < p->n_ctrs; i++)
+            if (p->ctrs[i].pull_defer)
+                next = &p->ctrs[i];
+        if (!next)
+            return;
+        next->pull_defer = false;
+        kl_pod_ctr_pulled(p, next);
     }
 }
 
@@ -243,6 +446,10 @@ static void finish_job(struct ks_kubelet *kl, kl_img *img)
             continue;
         kl_pod *p = c->p;
         c->pull_wait = false;
+        if (p->pull_ctr == c)
+            p->pull_ctr = NULL;
+        /* The start that asked goes on by itself, then the pod's next ones. */
+        bool sync = kl->pull_sync == c;
         if (fail) {
             kl_event(kl, p, c, "Warning", "Failed", "Failed to pull image \"%s\": %s", c->image,
                      fail);
@@ -259,6 +466,8 @@ static void finish_job(struct ks_kubelet *kl, kl_img *img)
             c->pull_phase = 1;
             uv_timer_start(&c->t_backoff, on_pull_backoff, (uint64_t)c->pull_backoff_ms / 2, 0);
             kl_pod_ctr_changed(p, c);
+            if (!sync)
+                pod_next_start(p); /* the kubelet goes on to the pod's next container */
             continue;
         }
         char took[32], total[32];
@@ -270,8 +479,10 @@ static void finish_job(struct ks_kubelet *kl, kl_img *img)
                  c->image, took, total, (unsigned long long)size);
         c->pull_backoff_ms = 0;
         c->pulled = true;
-        if (kl->pull_sync != c) /* else the start that asked goes on by itself */
+        if (!sync) {
             kl_pod_ctr_pulled(p, c);
+            pod_next_start(p);
+        }
     }
     free(w);
     free(fail);
@@ -281,28 +492,27 @@ void kl_pull_on_timer(uv_timer_t *t)
 {
     struct ks_kubelet *kl = t->data;
     uint64_t now = kl_now(kl);
-    /* Collect the due jobs first: finishing one starts containers, which may queue more. */
-    kl_img **due = calloc(kl->n_active + 1, sizeof(*due));
-    size_t nd = 0;
-    for (size_t i = 0; due && i < kl->n_active;) {
-        if (kl->active[i]->done_ms <= now) {
-            due[nd++] = kl->active[i];
-            kl->active[i] = kl->active[--kl->n_active];
-        } else {
+    /* Collect the ended jobs first: finishing one starts containers, which may queue more. */
+    size_t total = 0, n = 0;
+    for (size_t i = 0; i < kl->n_busy; i++)
+        total += kl->busy[i]->nrun;
+    kl_img **ended = calloc(total + 1, sizeof(*ended));
+    for (size_t i = 0; ended && i < kl->n_busy;) {
+        kl_pullq *q = kl->busy[i];
+        n += advance(q, now, ended + n);
+        if (q->nrun == 0)
+            busy_remove(kl, q); /* the last one moves to i */
+        else
             i++;
-        }
     }
-    for (size_t i = 0; i < nd; i++) {
-        char *node = strdup(due[i]->node);
-        kl_pullq *q = kc_map_get(kl->pullqs, due[i]->node);
-        if (q && q->running == due[i])
-            q->running = NULL;
-        finish_job(kl, due[i]);
+    for (size_t i = 0; i < n; i++) {
+        char *node = strdup(ended[i]->node);
+        finish_job(kl, ended[i]);
         if (node)
             run_queue(kl, node);
         free(node);
     }
-    free(due);
+    free(ended);
     arm_timer(kl);
 }
 
@@ -352,15 +562,11 @@ static bool add_waiter(kl_img *img, const kl_ctr *c)
     return true;
 }
 
-/* A pull of `size` bytes: the fixed latency plus the size over the node's bandwidth, rounded up
- * to the millisecond (no pull ends before its last byte could have arrived). */
-static uint64_t pull_cost(const struct ks_kubelet *kl, uint64_t size, bool refresh)
+/* A pull's download of `size` bytes alone on the node's link, in (fractional) milliseconds. */
+static double download_ms(const struct ks_kubelet *kl, uint64_t size, bool refresh)
 {
-    uint64_t ms = (uint64_t)(kl->sim->opts.pull_latency_ms > 0 ? kl->sim->opts.pull_latency_ms : 0);
     double mbps = kl->sim->opts.pull_mbps;
-    if (!refresh && mbps > 0)
-        ms += (uint64_t)ceil((double)size / (mbps * 1e6) * 1000.0);
-    return ms;
+    return !refresh && mbps > 0 ? (double)size / (mbps * 1e6) * 1000.0 : 0;
 }
 
 bool kl_pull_before_start(kl_ctr *c)
@@ -375,6 +581,11 @@ bool kl_pull_before_start(kl_ctr *c)
     }
     if (c->pull_wait || c->pull_phase)
         return true; /* a pull or its back-off is under way */
+    if (p->pull_ctr && p->pull_ctr != c) {
+        c->pull_defer = true; /* after that pull, in order (pod_next_start) */
+        return true;
+    }
+    c->pull_defer = false;
     ks_image_ref ref;
     kc_err e;
     if (ks_image_ref_parse(c->image, &ref, &e) != KC_OK) {
@@ -429,7 +640,9 @@ bool kl_pull_before_start(kl_ctr *c)
         free(img->fail_msg);
         img->fail_msg = exists ? NULL : strdup(msg);
         img->size = size;
-        img->cost_ms = pull_cost(kl, size, img->present || !exists);
+        int lat = kl->sim->opts.pull_latency_ms;
+        img->lat_ms = (uint64_t)(lat > 0 ? lat : 0);
+        img->solo_ms = download_ms(kl, size, img->present || !exists);
         img->queued_ms = kl_now(kl);
         kl_pullq *q = node_queue(kl, p->node);
         if (!q) {
@@ -445,13 +658,15 @@ bool kl_pull_before_start(kl_ctr *c)
     if (!add_waiter(img, c))
         return false;
     c->pull_wait = true;
+    p->pull_ctr = c;
     /* A retry keeps the last pull error in the status, as the kubelet's reason cache does: the
      * pod never shows ContainerCreating again between ErrImagePull and ImagePullBackOff. */
     if (!c->pull_backoff_ms)
         set_waiting(c, c->init ? "PodInitializing" : "ContainerCreating", NULL);
+    kl_ctr *outer = kl->pull_sync;
     kl->pull_sync = c;
     run_queue(kl, p->node);
-    kl->pull_sync = NULL;
+    kl->pull_sync = outer;
     if (c->pulled) { /* pulled at once (no pull-time model): start now */
         c->pulled = false;
         return false;
@@ -464,13 +679,9 @@ void kl_pull_node_gone(struct ks_kubelet *kl, const char *node)
     if (!kl->reg)
         return;
     kl_pullq *q = kc_map_remove(kl->pullqs, node);
-    if (q && q->running)
-        for (size_t i = 0; i < kl->n_active; i++)
-            if (kl->active[i] == q->running) {
-                kl->active[i] = kl->active[--kl->n_active];
-                break;
-            }
-    free(q);
+    if (q)
+        busy_remove(kl, q);
+    pullq_free(q);
     size_t nlen = strlen(node), pos = 0, n = 0;
     kl_img *img;
     kl_img **gone = calloc(kc_map_size(kl->imgs) + 1, sizeof(*gone));

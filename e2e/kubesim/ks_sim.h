@@ -28,13 +28,18 @@ typedef struct ks_opts {
     bool no_controllers;     /* serve the API only (tests of the API layer) */
     /* kubelet: images. Unless any_image, an image must exist in the registries (ks_registry.h:
      * built-in facts plus images_files) or its pull fails (ErrImagePull, ImagePullBackOff). A
-     * pull takes pull_latency_ms plus the image's size over pull_mbps (MB/s; 0: no time), one
-     * at a time per node; a pulled image stays on its node. */
+     * pull takes pull_latency_ms plus the image's size over pull_mbps (MB/s; 0: no time); a
+     * pulled image stays on its node. A node runs one pull at a time (the kubelet's default
+     * serializeImagePulls: true) unless parallel_pulls, then at most max_parallel_pulls (0: any
+     * number) at once, their downloads sharing the node's pull_mbps equally. A pod's containers
+     * pull one after the other, in order. */
     bool any_image;
 #define KS_OPTS_MAX_IMAGES_FILES 8
     const char *images_files[KS_OPTS_MAX_IMAGES_FILES]; /* NULL-terminated when shorter */
     double pull_mbps;
     int pull_latency_ms;
+    bool parallel_pulls;    /* --serialize-image-pulls=false */
+    int max_parallel_pulls; /* --max-parallel-image-pulls N; 0: not set */
 } ks_opts;
 
 /* An authenticated caller. */
@@ -175,6 +180,10 @@ json_t *ks_controllers_stats(ks_sim *sim);
 
 /* ---- ks_kubelet.c: pod lifecycle on the simulated nodes, local processes, logs ---- */
 kc_code ks_kubelet_start(ks_sim *sim, kc_err *err);
+/* The kubelet's validation of serializeImagePulls and maxParallelImagePulls (max NULL: not set),
+ * with its messages ("invalid configuration: ..."); false with msg when refused. ks_kubelet_start
+ * applies it to opts (max_parallel_pulls 0: not set). */
+bool ks_kubelet_check_pulls(bool serialize, const long *max, char *msg, size_t size);
 void ks_kubelet_stop(ks_sim *sim);
 /* Registers a node object (used for fleet files of plain nodes). */
 kc_code ks_kubelet_add_node(ks_sim *sim, const json_t *node, kc_err *err);

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,8 +48,23 @@ static void usage(FILE *f)
         "                         repeatable. Other images fail: ErrImagePull\n"
         "  --any-image            every image exists (no registry check)\n"
         "  --pull-mbps F          kubelet: a node's image download rate in MB/s (default 0:\n"
-        "                         pulls take no time); pulls run one at a time per node\n"
-        "  --pull-latency-ms N    kubelet: fixed time of every pull (default 0)\n"
+        "                         pulls take no time): one link, shared equally by the\n"
+        "                         node's downloads under way\n"
+        "  --pull-latency-ms N    kubelet: fixed time of every pull before its download\n"
+        "                         (default 0; each pull's own, not shared)\n"
+        "  --serialize-image-pulls[=true|false]\n"
+        "                         kubelet: a node runs one pull at a time (default true);\n"
+        "                         false: several at once, the rest wait in FIFO order\n"
+        "  --max-parallel-image-pulls N\n"
+        "                         kubelet: with --serialize-image-pulls=false, at most N\n"
+        "                         pulls at once per node (default: no limit). Refused as\n"
+        "                         the kubelet refuses them: N < 1 (\"invalid configuration:\n"
+        "                         maxParallelImagePulls N must be a positive number\") and\n"
+        "                         N > 1 with serialized pulls (\"invalid configuration:\n"
+        "                         maxParallelImagePulls cannot be larger than 1 unless\n"
+        "                         SerializeImagePulls (--serialize-image-pulls) is set to\n"
+        "                         false\"). In any mode a pod's containers pull one after\n"
+        "                         the other, in order: the next when the last pull ended\n"
         "  --pod-start-ms N       kubelet: Pending -> Running delay (default 200)\n"
         "  --pod-ready-ms N       kubelet: Running -> Ready delay (default 0)\n"
         "  --probe-scale F        kubelet: simulated containers' probe delays and\n"
@@ -79,6 +95,20 @@ static bool parse_int(const char *s, long min, long max, long *out)
         return false;
     *out = v;
     return true;
+}
+
+/* Go's strconv.ParseBool: 1 true, 0 false, -1 neither. */
+static int parse_bool(const char *s)
+{
+    static const char *const yes[] = {"1", "t", "T", "TRUE", "true", "True"};
+    static const char *const no[] = {"0", "f", "F", "FALSE", "false", "False"};
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        if (!strcmp(s, yes[i]))
+            return 1;
+        if (!strcmp(s, no[i]))
+            return 0;
+    }
+    return -1;
 }
 
 typedef struct cli {
@@ -115,6 +145,8 @@ static int parse_args(int argc, char **argv, cli *c)
         O_ANY_IMAGE,
         O_PULL_MBPS,
         O_PULL_LATENCY,
+        O_SERIALIZE_PULLS,
+        O_MAX_PARALLEL_PULLS,
     };
     static const struct option longs[] = {
         {"dir", required_argument, NULL, O_DIR},
@@ -139,6 +171,8 @@ static int parse_args(int argc, char **argv, cli *c)
         {"any-image", no_argument, NULL, O_ANY_IMAGE},
         {"pull-mbps", required_argument, NULL, O_PULL_MBPS},
         {"pull-latency-ms", required_argument, NULL, O_PULL_LATENCY},
+        {"serialize-image-pulls", optional_argument, NULL, O_SERIALIZE_PULLS},
+        {"max-parallel-image-pulls", required_argument, NULL, O_MAX_PARALLEL_PULLS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -161,7 +195,9 @@ static int parse_args(int argc, char **argv, cli *c)
              user && *user ? user : "user");
     o->dir = c->dir;
     int ch;
-    long v;
+    long v, max_pulls = 0;
+    bool max_pulls_set = false;
+    char msg[256];
     while ((ch = getopt_long(argc, argv, "hv:", longs, NULL)) != -1) {
         const char *bad = NULL;
         switch (ch) {
@@ -264,6 +300,20 @@ static int parse_args(int argc, char **argv, cli *c)
                 bad = "--pull-latency-ms expects milliseconds (0-600000)";
             o->pull_latency_ms = (int)v;
             break;
+        case O_SERIALIZE_PULLS: {
+            /* A Go bool flag: alone it means true; a value only as --serialize-image-pulls=V. */
+            int b = optarg ? parse_bool(optarg) : 1;
+            if (b < 0)
+                bad = "--serialize-image-pulls expects true or false";
+            o->parallel_pulls = b == 0;
+            break;
+        }
+        case O_MAX_PARALLEL_PULLS:
+            if (!parse_int(optarg, INT32_MIN, INT32_MAX, &v))
+                bad = "--max-parallel-image-pulls expects a number of pulls";
+            max_pulls = v;
+            max_pulls_set = true;
+            break;
         case 'v':
             if (!parse_int(optarg, 0, 3, &v))
                 bad = "-v expects a verbosity 0-3";
@@ -285,6 +335,12 @@ static int parse_args(int argc, char **argv, cli *c)
         fprintf(stderr, "kubesim: unexpected argument \"%s\" (see --help)\n", argv[optind]);
         return -1;
     }
+    if (!ks_kubelet_check_pulls(!o->parallel_pulls, max_pulls_set ? &max_pulls : NULL, msg,
+                                sizeof(msg))) {
+        fprintf(stderr, "kubesim: %s\n", msg);
+        return -1;
+    }
+    o->max_parallel_pulls = max_pulls_set ? (int)max_pulls : 0;
     return 1;
 }
 

@@ -1,16 +1,19 @@
 /* Tests for kubesim's kubelet: node registration and heartbeats, the pod lifecycle (Pending →
  * Running → Ready, init containers, extended-resource admission, node readiness), mapped images
- * run as real processes (exit codes, logs, env and downward API, restarts, probes, deletion), and
- * never overwriting an outcome another writer decided. */
+ * run as real processes (exit codes, logs, env and downward API, restarts, probes, deletion),
+ * never overwriting an outcome another writer decided, and image pulls (registries, back-off,
+ * the pull-time model with serialized or parallel pulls, a pod's pulls in container order). */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <ftw.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #if __has_include(<valgrind/valgrind.h>)
 #include <valgrind/valgrind.h>
 #endif
@@ -1727,4 +1730,284 @@ Test(pull, mapped_images_are_the_projects_own_and_exist)
     cr_assert_not_null(strstr(pulled, "Successfully pulled image \"local/sh:1\" in 0s"), "%s",
                        pulled);
     free(pulled);
+}
+
+/* ---- pulls: parallel pulls sharing a node's link, a pod's pulls in container order ---- */
+
+/* Test images of round sizes (SI megabytes: 100M is 1 s at 100 MB/s). */
+static void pull_images(void)
+{
+    static char path[160];
+    snprintf(path, sizeof(path), "%s/test-images.yaml", tdir);
+    const char *text = "images:\n"
+                       "- image: \"example.com/gate:*\"\n"
+                       "  size: 50M\n"
+                       "- image: \"example.com/big-*\"\n"
+                       "  size: 100M\n"
+                       "- image: \"example.com/half:*\"\n"
+                       "  size: 50M\n";
+    cr_assert_eq(ks_pki_write_file(path, text, strlen(text), 0644, NULL), KC_OK);
+    S->opts.images_files[0] = path;
+}
+
+/* Starts the kubelet with the test images, one node n1 and the pull model at 100 MB/s plus
+ * latency_ms per pull; parallel: --serialize-image-pulls=false, with at most max pulls at once
+ * (0: no limit). */
+static void pull_node(int latency_ms, bool parallel, int max)
+{
+    pull_images();
+    S->opts.pull_mbps = 100;
+    S->opts.pull_latency_ms = latency_ms;
+    S->opts.parallel_pulls = parallel;
+    S->opts.max_parallel_pulls = max;
+    start(0, 0);
+    add_node(NODE_N1);
+}
+
+/* A pod on n1 whose init container pulls example.com/gate:1, then its container `image`. Pods
+ * created together join the same gate pull, so their containers' pulls start at the same loop
+ * millisecond, when it ends. */
+static void create_gated(const char *name, const char *image)
+{
+    char pod[1024];
+    snprintf(pod, sizeof(pod),
+             "{\"metadata\":{\"name\":\"%s\"},\"spec\":{\"nodeName\":\"n1\","
+             "\"initContainers\":[{\"name\":\"gate\",\"image\":\"example.com/gate:1\"}],"
+             "\"containers\":[{\"name\":\"c\",\"image\":\"%s\"}]}}",
+             name, image);
+    create("pods", pod);
+}
+
+/* Go's time.Duration text ("850ms", "2.05s", "1m3.5s") in milliseconds; -1 when it is none. */
+static long go_ms(const char *s)
+{
+    char *end;
+    if (strstr(s, "ms") == s + strspn(s, "0123456789"))
+        return strtol(s, NULL, 10);
+    double min = 0, sec;
+    const char *m = strchr(s, 'm');
+    if (m && m[1] != 's') {
+        min = strtod(s, NULL);
+        s = m + 1;
+    }
+    sec = strtod(s, &end);
+    if (end == s || *end != 's')
+        return -1;
+    return (long)(min * 60000 + sec * 1000 + 0.5);
+}
+
+/* The Pulled event of `image` in pod: its own pull time and the time including waiting (ms). */
+static void pulled(const char *pod, const char *image, long *in_ms, long *total_ms)
+{
+    char *all = events_of(pod, "Pulled"), want[300];
+    snprintf(want, sizeof(want), "Successfully pulled image \"%s\" in ", image);
+    const char *at = strstr(all, want);
+    cr_assert_not_null(at, "no pull of %s in %s's events:\n%s", image, pod, all);
+    at += strlen(want);
+    char took[32] = "", total[32] = "";
+    cr_assert_eq(sscanf(at, "%31s (%31s including waiting)", took, total), 2, "%s", all);
+    *in_ms = go_ms(took);
+    *total_ms = go_ms(total);
+    cr_assert(*in_ms >= 0 && *total_ms >= *in_ms, "%s", all);
+    free(all);
+}
+
+static bool all_running(const json_t *pod, const void *arg)
+{
+    size_t n = (size_t)(uintptr_t)arg, i;
+    json_t *cs;
+    if (json_array_size(jpath(pod, "status.containerStatuses")) != n)
+        return false;
+    json_array_foreach(jpath(pod, "status.containerStatuses"), i,
+                       cs) if (!jpath(cs, "state.running")) return false;
+    return true;
+}
+
+Test(pull_opts, the_kubelets_refusals_of_parallel_pull_settings)
+{
+    char msg[256] = "";
+    long zero = 0, neg = -2, one = 1, three = 3;
+    cr_assert_not(ks_kubelet_check_pulls(false, &zero, msg, sizeof(msg)));
+    cr_assert_str_eq(msg,
+                     "invalid configuration: maxParallelImagePulls 0 must be a positive number");
+    cr_assert_not(ks_kubelet_check_pulls(true, &neg, msg, sizeof(msg)));
+    cr_assert_str_eq(msg,
+                     "invalid configuration: maxParallelImagePulls -2 must be a positive number");
+    cr_assert_not(ks_kubelet_check_pulls(true, &three, msg, sizeof(msg)));
+    cr_assert_str_eq(msg, "invalid configuration: maxParallelImagePulls cannot be larger than 1 "
+                          "unless SerializeImagePulls (--serialize-image-pulls) is set to false");
+    cr_assert(ks_kubelet_check_pulls(true, NULL, msg, sizeof(msg)));
+    cr_assert(ks_kubelet_check_pulls(true, &one, msg, sizeof(msg)));
+    cr_assert(ks_kubelet_check_pulls(false, NULL, msg, sizeof(msg)));
+    cr_assert(ks_kubelet_check_pulls(false, &three, msg, sizeof(msg)));
+}
+
+/* Runs the kubesim program built next to this test with args: its exit status, its stderr. */
+static int run_kubesim(const char *args, char *err, size_t size)
+{
+    char self[4096], cmd[8192];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    cr_assert_gt(n, 0);
+    self[n] = '\0';
+    *strrchr(self, '/') = '\0';
+    snprintf(cmd, sizeof(cmd), "%s/kubesim", self);
+    if (access(cmd, X_OK) != 0)
+        cr_skip_test("no kubesim program next to %s (build the kubesim target)", self);
+    snprintf(cmd, sizeof(cmd), "'%s/kubesim' --no-persist --dir '%s' %s 2>&1 >/dev/null", self,
+             tdir, args);
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    size_t got = fread(err, 1, size - 1, f);
+    err[got] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+Test(pull, kubesim_refuses_bad_pull_flags_as_the_kubelet_does)
+{
+    char err[1024];
+    cr_assert_eq(
+        run_kubesim("--serialize-image-pulls --max-parallel-image-pulls 2", err, sizeof(err)), 1);
+    cr_assert_str_eq(err, "kubesim: invalid configuration: maxParallelImagePulls cannot be larger "
+                          "than 1 unless SerializeImagePulls (--serialize-image-pulls) is set to "
+                          "false\n");
+    cr_assert_eq(run_kubesim("--max-parallel-image-pulls 2", err, sizeof(err)), 1);
+    cr_assert_not_null(strstr(err, "cannot be larger than 1"), "%s", err);
+    cr_assert_eq(
+        run_kubesim("--serialize-image-pulls=false --max-parallel-image-pulls 0", err, sizeof(err)),
+        1);
+    cr_assert_str_eq(
+        err, "kubesim: invalid configuration: maxParallelImagePulls 0 must be a positive number\n");
+    cr_assert_eq(run_kubesim("--serialize-image-pulls=no", err, sizeof(err)), 1);
+    cr_assert_str_eq(err, "kubesim: --serialize-image-pulls expects true or false, got \"no\"\n");
+    /* The library refuses them too. */
+    S->opts.max_parallel_pulls = 2;
+    kc_err e = {0};
+    cr_assert_eq(ks_kubelet_start(S, &e), KC_EINVALID);
+    cr_assert_str_eq(e.msg, "invalid configuration: maxParallelImagePulls cannot be larger than 1 "
+                            "unless SerializeImagePulls (--serialize-image-pulls) is set to false");
+}
+
+Test(pull, parallel_pulls_share_the_nodes_link)
+{
+    /* Two 100 MB images at 100 MB/s from the same millisecond: each gets 50 MB/s, both end
+     * after 2 s (plus the 50 ms latency each pays on its own), not after 1 s and 2 s. */
+    pull_node(50, true, 0);
+    create_gated("a", "example.com/big-a:1");
+    create_gated("b", "example.com/big-b:1");
+    json_decref(wait_pod("a", all_running, (void *)1, "running"));
+    json_decref(wait_pod("b", all_running, (void *)1, "running"));
+    long in, total;
+    pulled("a", "example.com/gate:1", &in, &total);
+    cr_assert_eq(in, 550);
+    pulled("b", "example.com/gate:1", &in, &total);
+    cr_assert_eq(in, 550, "b did not join a's pull of the gate");
+    pulled("a", "example.com/big-a:1", &in, &total);
+    cr_assert_eq(in, 2050);
+    pulled("b", "example.com/big-b:1", &in, &total);
+    cr_assert_eq(in, 2050);
+}
+
+Test(pull, one_parallel_pull_at_most_is_serialized)
+{
+    pull_node(50, true, 1);
+    create_gated("a", "example.com/big-a:1");
+    create_gated("b", "example.com/big-b:1");
+    json_decref(wait_pod("a", all_running, (void *)1, "running"));
+    json_decref(wait_pod("b", all_running, (void *)1, "running"));
+    long in_a, total_a, in_b, total_b;
+    pulled("a", "example.com/big-a:1", &in_a, &total_a);
+    pulled("b", "example.com/big-b:1", &in_b, &total_b);
+    /* Each alone on the link; the second waited for the first (both asked at once). */
+    cr_assert_eq(in_a, 1050);
+    cr_assert_eq(in_b, 1050);
+    long first = total_a < total_b ? total_a : total_b;
+    long second = total_a < total_b ? total_b : total_a;
+    cr_assert_lt(first, 2000, "%ld %ld", total_a, total_b);
+    cr_assert_geq(second, 2 * 1050, "%ld %ld", total_a, total_b);
+}
+
+Test(pull, parallel_pulls_beyond_the_limit_wait_their_turn)
+{
+    pull_node(50, true, 2);
+    create_gated("a", "example.com/big-a:1");
+    create_gated("b", "example.com/big-b:1");
+    create_gated("c", "example.com/big-c:1");
+    const char *pods[] = {"a", "b", "c"},
+               *imgs[] = {"example.com/big-a:1", "example.com/big-b:1", "example.com/big-c:1"};
+    int shared = 0, alone = 0;
+    for (int i = 0; i < 3; i++) {
+        json_decref(wait_pod(pods[i], all_running, (void *)1, "running"));
+        long in, total;
+        pulled(pods[i], imgs[i], &in, &total);
+        if (in == 2050) { /* with the other of the first two */
+            shared++;
+            cr_assert_lt(total, 3000, "%s: %ld", pods[i], total);
+        } else {
+            alone++; /* after both */
+            cr_assert_eq(in, 1050, "%s", pods[i]);
+            cr_assert_geq(total, 2050 + 1050, "%s", pods[i]);
+        }
+    }
+    cr_assert_eq(shared, 2);
+    cr_assert_eq(alone, 1);
+}
+
+#define TWO_CONTAINERS                                                                             \
+    "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\",\"containers\":["                \
+    "{\"name\":\"first\",\"image\":\"example.com/big-a:1\"},"                                      \
+    "{\"name\":\"second\",\"image\":\"example.com/half:1\"}]}}"
+
+Test(pull, a_pods_containers_pull_one_after_the_other)
+{
+    /* As SyncPod starts them: the second container's pull starts when the first's ends, even
+     * though the node pulls in parallel (sharing, they would take 1.5 s and 1 s). */
+    pull_node(0, true, 0);
+    create("pods", TWO_CONTAINERS);
+    json_decref(wait_pod("p", all_running, (void *)2, "both running"));
+    long in, total;
+    pulled("p", "example.com/big-a:1", &in, &total);
+    cr_assert_eq(in, 1000);
+    pulled("p", "example.com/half:1", &in, &total);
+    cr_assert_eq(in, 500);
+    cr_assert_lt(total, 1000, "the second pull waited for the first: %ld ms", total);
+}
+
+Test(pull, a_pods_second_pull_is_asked_for_when_the_first_ends)
+{
+    /* Serialized pulls (the default): the second container does not queue its pull behind the
+     * first's; it asks once the first is pulled, so it waited for nothing (not 1.5 s). */
+    pull_node(0, false, 0);
+    create("pods", TWO_CONTAINERS);
+    json_decref(wait_pod("p", all_running, (void *)2, "both running"));
+    long in, total;
+    pulled("p", "example.com/big-a:1", &in, &total);
+    cr_assert_eq(in, 1000);
+    pulled("p", "example.com/half:1", &in, &total);
+    cr_assert_eq(in, 500);
+    cr_assert_lt(total, 1000, "the second pull waited in the node's queue: %ld ms", total);
+}
+
+static bool first_fails_second_runs(const json_t *pod, const void *arg)
+{
+    (void)arg;
+    const char *r = jstr(pod, "status.containerStatuses.0.state.waiting.reason");
+    return r && (!strcmp(r, "ErrImagePull") || !strcmp(r, "ImagePullBackOff")) &&
+           jpath(pod, "status.containerStatuses.1.state.running");
+}
+
+Test(pull, a_failed_pull_lets_the_pods_next_container_pull)
+{
+    pull_node(100, true, 0);
+    create("pods", "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeName\":\"n1\",\"containers\":["
+                   "{\"name\":\"first\",\"image\":\"nvcr.io/nvidia/gpu-operator:0.1.0\"},"
+                   "{\"name\":\"second\",\"image\":\"example.com/half:1\"}]}}");
+    /* The first's pull fails (ErrImagePull, then its retries with back-off); the pod does not
+     * stay stuck on it: the second container pulls (100 ms + 500 ms) and runs. */
+    json_t *p = wait_pod("p", first_fails_second_runs, NULL, "first failing, second running");
+    cr_assert_str_eq(jstr(p, "status.containerStatuses.0.name"), "first");
+    json_decref(p);
+    long in, total;
+    pulled("p", "example.com/half:1", &in, &total);
+    cr_assert_eq(in, 600);
 }
