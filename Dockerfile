@@ -1,6 +1,7 @@
 # The operator's image: built and checked on Debian with the -dev packages, shipped on Debian slim
 # with only the runtime libraries, running as a non-root user. One image serves the operator
-# (entrypoint) and the validation pods (gpu-validator); it carries states/ and the CRD.
+# (entrypoint), the validation pods (gpu-validator) and the image-prepull pods (gpu-operator-hold,
+# static: they copy it into the images they pull); it carries states/ and the CRD.
 # scripts/check-dockerfile.sh (a unit test) checks what can be checked without a Docker engine.
 FROM debian:bookworm AS build
 WORKDIR /src
@@ -13,8 +14,8 @@ RUN mkdir -p /deps && KC_DEPS_CACHE=/deps bash scripts/min-deps.sh >/deps/prefix
 COPY . .
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKC_TESTS=OFF \
       -DKC_MIN_DEPS="$(cat /deps/prefix)" \
- && cmake --build /build --target gpu-operator gpu-validator \
- && strip /build/gpu-operator /build/gpu-validator \
+ && cmake --build /build --target gpu-operator gpu-validator gpu-operator-hold \
+ && strip /build/gpu-operator /build/gpu-validator /build/gpu-operator-hold \
  && /build/gpu-operator --help >/dev/null
 
 FROM debian:bookworm-slim AS runtime
@@ -29,6 +30,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /build/gpu-operator /usr/bin/gpu-operator
 COPY --from=build /build/gpu-validator /usr/bin/gpu-validator
+COPY --from=build /build/gpu-operator-hold /usr/bin/gpu-operator-hold
 COPY states /opt/gpu-operator/states
 COPY crds/nvidia.com_clusterpolicies.yaml /opt/gpu-operator/crds/nvidia.com_clusterpolicies.yaml
 USER 1000:1000

@@ -101,3 +101,21 @@ install_crd() {
 }
 
 cp_state() { k get clusterpolicy "${1:-cluster-policy}" -o jsonpath='{.status.state}'; }
+
+# The ConfigMap clusterpolicy-full.yaml's devicePlugin.config names (time-slicing-config: key
+# `any`, 4 replicas of nvidia.com/gpu), in the operator's namespace.
+time_slicing_config() {
+    k apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: time-slicing-config, namespace: $OPERATOR_NS}
+data:
+  any: |-
+    version: v1
+    sharing:
+      timeSlicing:
+        resources:
+          - name: nvidia.com/gpu
+            replicas: 4
+YAML
+}

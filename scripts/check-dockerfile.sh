@@ -5,6 +5,7 @@
 #  - the runtime stage's apt packages provide every shared library those programs link directly
 #    (their NEEDED entries, matched to packages with dpkg -S on this Debian machine; apt then pulls
 #    the packages' own dependencies), libc6 being in the base image;
+#  - gpu-operator-hold is there and linked statically (it runs in other projects' images);
 #  - the entrypoint program runs --help, and the image runs as a non-root user.
 # When the build stage configures with KC_MIN_DEPS (scripts/min-deps.sh), libcurl and
 # libmicrohttpd are linked statically: a build tree without it has them as NEEDED entries, which
@@ -60,6 +61,12 @@ for p in "${programs[@]}"; do
             fail "$(basename "$p") needs $lib from package $pkg, which the runtime stage does not install"
     done
 done
+
+# The image-prepull pods copy gpu-operator-hold into other images: it must need no library there.
+hold=""
+for p in "${programs[@]}"; do [ "$(basename "$p")" != gpu-operator-hold ] || hold=$p; done
+[ -n "$hold" ] || fail "the image does not carry gpu-operator-hold (the image-prepull pods run it)"
+! objdump -p "$hold" | grep -qE 'NEEDED|INTERP' || fail "gpu-operator-hold is not linked statically"
 
 entry=$(grep -E '^ENTRYPOINT' <<<"$runtime" | sed -E 's/ENTRYPOINT \["([^"]+)".*/\1/')
 [ -n "$entry" ] || fail "no ENTRYPOINT"

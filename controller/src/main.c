@@ -40,6 +40,8 @@ static void usage(FILE *f)
         "  --workers N                       reconcile threads (default 8)\n"
         "  --kube-api-qps N                  API request rate limit (default 500, burst 2x)\n"
         "  --validation-backoff-ms MS        first retry delay of a failed validation (5000)\n"
+        "  --image-prepull BOOL              pull a GPU node's later operand images while its\n"
+        "                                    first ones start (true, the default, or false)\n"
         "  --log-level LEVEL                 debug, info (default), warn, error or off\n"
         "  --log-format FORMAT               text (logfmt, default) or json (one object a line)\n"
         "  --log-time-encoding ENC           rfc3339 (default), rfc3339nano, iso8601, epoch,\n"
@@ -135,6 +137,7 @@ enum {
     O_WORKERS,
     O_QPS,
     O_BACKOFF,
+    O_PREPULL,
     O_VERSION,
     O_LOG_LEVEL,
     O_LOG_FORMAT,
@@ -199,6 +202,7 @@ int main(int argc, char **argv)
         {"workers", required_argument, NULL, O_WORKERS},
         {"kube-api-qps", required_argument, NULL, O_QPS},
         {"validation-backoff-ms", required_argument, NULL, O_BACKOFF},
+        {"image-prepull", required_argument, NULL, O_PREPULL},
         {"version", no_argument, NULL, O_VERSION},
         {"log-level", required_argument, NULL, O_LOG_LEVEL},
         {"log-format", required_argument, NULL, O_LOG_FORMAT},
@@ -216,6 +220,7 @@ int main(int argc, char **argv)
     int workers = 0;
     double qps = 0;
     long backoff = 0;
+    bool prepull = true;
     const char *hook_crd = NULL, *hook_policy = NULL, *hook_del_crd = NULL; /* chart hook modes */
     int hook_timeout = 120;
     int c;
@@ -281,6 +286,14 @@ int main(int argc, char **argv)
             break;
         case O_BACKOFF:
             backoff = atol(optarg);
+            break;
+        case O_PREPULL:
+            if (strcmp(optarg, "true") && strcmp(optarg, "false")) {
+                fprintf(stderr, "gpu-operator: --image-prepull: \"%s\" is not true or false\n",
+                        optarg);
+                return 2;
+            }
+            prepull = strcmp(optarg, "true") == 0;
             break;
         case O_APPLY_CRD: /* chart hook modes */
             hook_crd = optarg;
@@ -360,7 +373,8 @@ int main(int argc, char **argv)
                              .operator_image = image,
                              .metrics = reg,
                              .workers = workers,
-                             .validation_backoff_ms = backoff};
+                             .validation_backoff_ms = backoff,
+                             .no_image_prepull = !prepull};
     if (op_controller_new(&co, &g_ctl, &err) != KC_OK) {
         fprintf(stderr, "gpu-operator: %s\n", err.msg);
         goto out;

@@ -523,9 +523,11 @@ static long reconcile_policy(op_controller *c)
                          .owner = owner,
                          .operator_image = c->o.operator_image,
                          .driver_os = driver_os,
-                         .runtime = runtime};
+                         .runtime = runtime,
+                         .no_image_prepull = c->o.no_image_prepull};
     size_t n_states = op_states_count(c->o.states);
     json_t *rendered = json_array();
+    ctx.rendered = rendered;
     json_t *rendered_state = json_array(); /* the state of each rendered object */
     json_t *keep = json_object();
     json_t *ds_by_state = json_object();

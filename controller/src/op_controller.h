@@ -30,6 +30,7 @@ typedef struct op_controller_opts {
     double qps;                 /* API client rate limit; 0 → 500 (burst twice that) */
     const char *identity; /* this replica (user agent "gpu-operator@<identity>/..."); NULL: none */
     long validation_backoff_ms; /* first retry delay of a failed validation; 0 → 5000 */
+    bool no_image_prepull;      /* no image-prepull DaemonSet (states/state-image-prepull) */
 } op_controller_opts;
 
 /* Creates the controller (clients, caches, queue); nothing runs yet. */

@@ -194,6 +194,14 @@ static void deploy(const json_t *node, op_gate_out *out, const char *key, const 
         want_label(node, out, key, val);
 }
 
+/* Whether the node has label key once the patch in out is applied (a pause another component
+ * wrote counts: the operand was deployed). */
+static bool label_after(const json_t *node, const op_gate_out *out, const char *key)
+{
+    const json_t *v = json_object_get(out->labels, key);
+    return v ? json_is_string(v) : node_label(node, key) != NULL;
+}
+
 static uint64_t fnv1a(const char *a, const char *b, const char *c)
 {
     uint64_t h = 1469598103934665603ull;
@@ -577,6 +585,7 @@ static kc_code gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gat
         for (int i = 0; op_follower_labels[i]; i++)
             if (ours(node_label(node, op_follower_labels[i])))
                 want_label(node, out, op_follower_labels[i], NULL);
+        deploy(node, out, OP_PREPULL_LABEL, NULL);
         return KC_OK;
     }
     want_label(node, out, "nvidia.com/gpu.present", "true");
@@ -589,6 +598,7 @@ static kc_code gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gat
             deploy(node, out, stage_labels[s], NULL);
         for (int i = 0; op_follower_labels[i]; i++)
             deploy(node, out, op_follower_labels[i], NULL);
+        deploy(node, out, OP_PREPULL_LABEL, NULL);
         snprintf(out->reason, sizeof(out->reason),
                  "opted out (nvidia.com/gpu.deploy.operands=false)");
         return KC_OK;
@@ -760,6 +770,23 @@ static kc_code gate_node(const op_gate_policy *pol, const op_gate_in *in, op_gat
     if (followers_ok && pol->followers_enabled)
         for (int i = 0; op_follower_labels[i]; i++)
             deploy(node, out, op_follower_labels[i], "true");
+    /* The image pre-pull runs while a deploy label of the node's chain is still to come: it starts
+     * in a patch that deploys an operand (the first) and ends with the last, in their patches.
+     * A stage that comes up later (the MIG manager, once GPU feature discovery reports MIG) does
+     * not start it again: that would cost patches of its own. */
+    bool to_come = false, deploys = false;
+    for (int s = 0; s < OP_STAGE_COUNT && !to_come; s++)
+        to_come = on[s] && !label_after(node, out, stage_labels[s]);
+    for (int i = 0; pol->followers_enabled && op_follower_labels[i] && !to_come; i++)
+        to_come = !label_after(node, out, op_follower_labels[i]);
+    const char *lk;
+    const json_t *lv;
+    json_object_foreach(out->labels, lk, lv) if (!strncmp(lk, "nvidia.com/gpu.deploy.", 22) &&
+                                                 json_is_string(lv) && !node_label(node, lk))
+        deploys = true;
+    bool prepull =
+        pol->image_prepull && to_come && (node_label(node, OP_PREPULL_LABEL) != NULL || deploys);
+    deploy(node, out, OP_PREPULL_LABEL, prepull ? "true" : NULL);
     if (prev_done && in->mig_problem) {
         /* Everything else runs; what the node asked of MIG does not happen. */
         out->phase = OP_NODE_FAILED;

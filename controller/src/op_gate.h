@@ -36,6 +36,10 @@ const char *op_stage_mode(op_stage s);         /* validator --mode: driver, tool
  * (they need the driver and the nvidia runtime), never before. */
 extern const char *const op_follower_labels[];
 
+/* The node label that selects the image-prepull DaemonSet (states/state-image-prepull): "true"
+ * from the operator's first deploy label on the node to its last one, written with them. */
+#define OP_PREPULL_LABEL "nvidia.com/gpu.deploy.image-prepull"
+
 /* Labels and annotations on validation pods. */
 #define OP_VAL_STAGE_LABEL "nvidia.com/gpu-operator.validation"
 #define OP_VAL_NODE_LABEL  "nvidia.com/gpu-operator.node"
@@ -51,6 +55,7 @@ extern const char *const op_follower_labels[];
 typedef struct op_gate_policy {
     bool enabled[OP_STAGE_COUNT]; /* stage enabled by the spec (MIG: migManager.enabled) */
     bool followers_enabled;       /* GFD, DCGM, ... exist at all */
+    bool image_prepull;           /* the image-prepull DaemonSet exists (OP_PREPULL_LABEL) */
     const char *ns;               /* operator namespace */
     const char *validator_image;
     const json_t *owner;       /* ownerReference to the ClusterPolicy (borrowed) */

@@ -1093,6 +1093,7 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t
         goto done;
     }
     gp.backoff_base_ms = c->o.validation_backoff_ms;
+    gp.image_prepull = !c->o.no_image_prepull;
     pods = op_node_pods(c, name);
     if (!pods || !overlay_expected(c, name, &node, pods)) {
         again = backoff(c, name, 0);

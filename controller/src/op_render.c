@@ -26,6 +26,7 @@ static const char *const STATE_ORDER[] = {
     "gpu-feature-discovery",
     "state-mig-manager",
     "state-node-status-exporter",
+    "state-image-prepull",
 };
 #define STATE_COUNT (sizeof STATE_ORDER / sizeof STATE_ORDER[0])
 

@@ -26,8 +26,8 @@ typedef struct op_states op_states;
  * come out in the operator's order: pre-requisites, state-operator-metrics, state-driver,
  * state-container-toolkit, state-operator-validation, state-device-plugin,
  * state-mps-control-daemon, state-dcgm, state-dcgm-exporter, gpu-feature-discovery,
- * state-mig-manager, state-node-status-exporter (folders the operator does not know are an
- * error, a missing known folder too). KC_EPARSE / KC_EINVALID naming the file. */
+ * state-mig-manager, state-node-status-exporter, state-image-prepull (folders the operator does not
+ * know are an error, a missing known folder too). KC_EPARSE / KC_EINVALID naming the file. */
 kc_code op_states_load(const char *dir, op_states **out, kc_err *err);
 void op_states_free(op_states *s);
 size_t op_states_count(const op_states *s);
@@ -50,6 +50,10 @@ typedef struct op_render_ctx {
     const char *runtime;        /* the GPU nodes' container runtime (containerd, docker, crio),
                                    the toolkit's RUNTIME; NULL: none detected, then
                                    spec.operator.defaultRuntime, else containerd */
+    const json_t *rendered;     /* the objects of the states rendered before this one, in order
+                                   (borrowed, may be NULL): the image pre-pull lists the images
+                                   of their DaemonSets */
+    bool no_image_prepull;      /* state-image-prepull renders nothing */
 } op_render_ctx;
 
 /* Whether the spec enables state i (NVIDIA's defaults: driver.enabled, toolkit.enabled, ...;

@@ -38,6 +38,7 @@ kc_code op_transform_dcgm_exporter(op_tctx *t);
 kc_code op_transform_gfd(op_tctx *t);
 kc_code op_transform_mig_manager(op_tctx *t);
 kc_code op_transform_node_status_exporter(op_tctx *t);
+kc_code op_transform_image_prepull(op_tctx *t);
 
 /* ---- spec access: absent fields give the default; a field of the wrong type is KC_EINVALID
  * naming it as `spec.<path>`. ---- */

@@ -1,5 +1,8 @@
-/* op_transform_misc: transforms of pre-requisites (RuntimeClass), the operator's metrics and the
- * node status exporter, and the ServiceMonitor settings they share with dcgm-exporter. */
+/* op_transform_misc: transforms of pre-requisites (RuntimeClass), the operator's metrics, the
+ * node status exporter and the image pre-pull, and the ServiceMonitor settings they share with
+ * dcgm-exporter. */
+#include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,4 +169,139 @@ kc_code op_transform_node_status_exporter(op_tctx *t)
     kc_code rc = op_apply_component(t, ds, &c);
     free(def);
     return rc;
+}
+
+/* A container name for the pull of image: "pull-" and the image's last path segment, made a DNS
+ * label (lowercase alphanumerics and '-', at most 63 characters), "-2", "-3", ... when taken. */
+static void pull_container_name(const char *image, const json_t *ctrs, char *out, size_t size)
+{
+    const char *end = image + strlen(image);
+    const char *at = strchr(image, '@');
+    if (at)
+        end = at;
+    const char *slash = NULL;
+    for (const char *p = image; p < end; p++)
+        if (*p == '/')
+            slash = p;
+    const char *seg = slash ? slash + 1 : image;
+    for (const char *p = seg; p < end; p++)
+        if (*p == ':') {
+            end = p; /* the tag */
+            break;
+        }
+    char base[48];
+    size_t n = 0;
+    for (const char *p = seg; p < end && n < sizeof(base) - 1; p++) {
+        char ch = (char)tolower((unsigned char)*p);
+        base[n++] = (isalnum((unsigned char)ch)) ? ch : '-';
+    }
+    while (n > 0 && base[n - 1] == '-')
+        n--;
+    base[n] = '\0';
+    for (int i = 1;; i++) {
+        if (i == 1)
+            snprintf(out, size, "pull-%s", n ? base : "image");
+        else
+            snprintf(out, size, "pull-%s-%d", n ? base : "image", i);
+        if (!op_find_named((json_t *)ctrs, out))
+            return;
+    }
+}
+
+/* The images of the operands that follow the first one on a node (the DaemonSets rendered before
+ * this state, the driver's excepted: its pod is created with the label that starts the pre-pull),
+ * each once, in the order the node needs them, as containers running the hold program after the
+ * manifest's `hold` (the validator's image). Their pull secrets join the pod's. */
+kc_code op_transform_image_prepull(op_tctx *t)
+{
+    if (t->ctx->no_image_prepull) {
+        while (json_array_size(t->objs) > 0)
+            json_array_remove(t->objs, 0);
+        return KC_OK;
+    }
+    json_t *ds = op_find_object(t->objs, "DaemonSet", NULL);
+    json_t *ps = op_pod_spec(ds);
+    json_t *hold = op_find_container(ds, "hold");
+    json_t *ctrs = json_object_get(ps, "containers");
+    if (!ds || !ps || !hold || !json_is_array(ctrs))
+        return kc_err_set(t->err, KC_EINVALID,
+                          "%s: the manifest needs a DaemonSet with a container named hold",
+                          t->state);
+    json_t *seen = json_object();
+    json_t *secrets = json_array();
+    if (!seen || !secrets)
+        goto oom;
+    const char *himg = json_string_value(json_object_get(hold, "image"));
+    if (himg && json_object_set_new(seen, himg, json_true()))
+        goto oom;
+    size_t i;
+    const json_t *o;
+    json_array_foreach(t->ctx->rendered, i, o)
+    {
+        const json_t *meta = json_object_get(o, "metadata");
+        const char *kind = json_string_value(json_object_get(o, "kind"));
+        const char *st =
+            json_string_value(json_object_get(json_object_get(meta, "labels"), OP_STATE_LABEL));
+        if (!kind || strcmp(kind, "DaemonSet") || (st && !strcmp(st, "state-driver")))
+            continue;
+        const json_t *ops =
+            json_object_get(json_object_get(json_object_get(o, "spec"), "template"), "spec");
+        size_t j;
+        const json_t *sec;
+        json_array_foreach(json_object_get(ops, "imagePullSecrets"), j, sec)
+        {
+            const char *name = json_string_value(json_object_get(sec, "name"));
+            if (name && !op_find_named(secrets, name) &&
+                json_array_append_new(secrets, json_pack("{s:s}", "name", name)))
+                goto oom;
+        }
+        static const char *const lists[] = {"initContainers", "containers"};
+        for (int l = 0; l < 2; l++) {
+            const json_t *c;
+            json_array_foreach(json_object_get(ops, lists[l]), j, c)
+            {
+                const char *img = json_string_value(json_object_get(c, "image"));
+                if (!img || !*img || json_object_get(seen, img))
+                    continue;
+                if (json_object_set_new(seen, img, json_true()))
+                    goto oom;
+                char name[64];
+                pull_container_name(img, ctrs, name, sizeof(name));
+                json_t *pc = json_deep_copy(hold);
+                if (!pc || json_object_set_new(pc, "name", json_string(name)) ||
+                    json_object_set_new(pc, "image", json_string(img)) ||
+                    json_array_append_new(ctrs, pc))
+                    goto oom;
+                /* The operand's pull policy (its default, when it sets none, is the same). */
+                json_t *pol = json_object_get(c, "imagePullPolicy");
+                if (!json_is_string(pol))
+                    json_object_del(pc, "imagePullPolicy");
+                else if (json_object_set(pc, "imagePullPolicy", pol))
+                    goto oom;
+            }
+        }
+    }
+    json_decref(seen);
+    if (json_array_size(secrets) > 0) {
+        json_t *have = json_object_get(ps, "imagePullSecrets");
+        const json_t *sec;
+        json_array_foreach(have, i, sec)
+        {
+            const char *name = json_string_value(json_object_get(sec, "name"));
+            if (name && !op_find_named(secrets, name) &&
+                json_array_append(secrets, (json_t *)sec)) {
+                json_decref(secrets);
+                return kc_err_set(t->err, KC_ENOMEM, "%s: out of memory", t->state);
+            }
+        }
+        if (json_object_set_new(ps, "imagePullSecrets", secrets))
+            return kc_err_set(t->err, KC_ENOMEM, "%s: out of memory", t->state);
+    } else {
+        json_decref(secrets);
+    }
+    return KC_OK;
+oom:
+    json_decref(seen);
+    json_decref(secrets);
+    return kc_err_set(t->err, KC_ENOMEM, "%s: out of memory", t->state);
 }

@@ -23,6 +23,7 @@ static const struct {
     {"gpu-feature-discovery", op_transform_gfd},
     {"state-mig-manager", op_transform_mig_manager},
     {"state-node-status-exporter", op_transform_node_status_exporter},
+    {"state-image-prepull", op_transform_image_prepull},
 };
 
 op_transform_fn op_transform_for(const char *state)

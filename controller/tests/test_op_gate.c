@@ -652,3 +652,204 @@ Test(gate, mig_failures_belong_to_the_config_that_failed)
     json_decref(mm);
     json_decref(n);
 }
+
+/* Applies the gate's label patch to the node, as the API server would. */
+static void apply_labels(json_t *node, const op_gate_out *out)
+{
+    json_t *labels = json_object_get(json_object_get(node, "metadata"), "labels");
+    const char *k;
+    json_t *v;
+    json_object_foreach(out->labels, k, v)
+    {
+        if (json_is_null(v))
+            json_object_del(labels, k);
+        else
+            json_object_set(labels, k, v);
+    }
+}
+
+/* Runs the gate once; the label patch is applied to the node. out is the caller's to clear. */
+static void step(const op_gate_policy *p, op_gate_in *in, op_gate_out *out)
+{
+    cr_assert_eq(op_gate_node(p, in, out, NULL), KC_OK);
+    apply_labels((json_t *)in->node, out);
+}
+
+/* Walks a node up to (and with) the patch deploying the device plugin and the followers. */
+static void walk_to_plugin(const op_gate_policy *p, op_gate_in *in, json_t **pods)
+{
+    op_gate_out out;
+    step(p, in, &out);
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.driver"), "true");
+    cr_assert_str_eq(lbl(out.labels, OP_PREPULL_LABEL), "true",
+                     "the pre-pull starts with the first deploy label, in its patch");
+    op_gate_out_clear(&out);
+    in->stage[OP_STAGE_DRIVER].operand_pod = pods[0] = ready_pod("d1");
+    step(p, in, &out);
+    pods[1] = validation_succeeded(&out, in, OP_STAGE_DRIVER);
+    step(p, in, &out);
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.container-toolkit"), "true");
+    cr_assert_null(json_object_get(out.labels, OP_PREPULL_LABEL), "no change in between");
+    op_gate_out_clear(&out);
+    in->stage[OP_STAGE_TOOLKIT].operand_pod = pods[2] = ready_pod("t1");
+    step(p, in, &out);
+    pods[3] = validation_succeeded(&out, in, OP_STAGE_TOOLKIT);
+}
+
+/* The device plugin's pod turns Ready and its validation succeeds; out holds the gate's next
+ * decision. */
+static void plugin_validated(const op_gate_policy *p, op_gate_in *in, op_gate_out *out,
+                             json_t **pods)
+{
+    in->stage[OP_STAGE_PLUGIN].operand_pod = pods[4] = ready_pod("p1");
+    step(p, in, out);
+    pods[5] = validation_succeeded(out, in, OP_STAGE_PLUGIN);
+    step(p, in, out);
+}
+
+Test(gate, image_prepull_runs_from_the_first_deploy_label_to_the_last)
+{
+    op_gate_policy p = policy();
+    p.image_prepull = true;
+    json_t *n = gpu_node("", "nvidia.com/gpu: 8");
+    op_gate_in in = {.node = n, .now_ms = 1000};
+    json_t *pods[6] = {0};
+    walk_to_plugin(&p, &in, pods);
+    op_gate_out out;
+    step(&p, &in, &out);
+    /* The last deploy labels of a node without MIG: the pre-pull ends in their patch. */
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.device-plugin"), "true");
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.dcgm-exporter"), "true");
+    cr_assert(json_is_null(json_object_get(out.labels, OP_PREPULL_LABEL)),
+              "the pre-pull ends with the last deploy label, in its patch");
+    op_gate_out_clear(&out);
+    plugin_validated(&p, &in, &out, pods);
+    cr_assert_eq(out.phase, OP_NODE_DONE);
+    cr_assert_eq(json_object_size(out.labels), 0, "a done node costs no patch");
+    op_gate_out_clear(&out);
+    for (size_t i = 0; i < 6; i++)
+        json_decref(pods[i]);
+    json_decref(n);
+}
+
+Test(gate, image_prepull_ends_with_the_mig_manager_label_on_mig_nodes)
+{
+    op_gate_policy p = policy();
+    p.image_prepull = true;
+    json_t *n = gpu_node("    nvidia.com/mig.capable: \"true\"\n", "nvidia.com/gpu: 8");
+    op_gate_in in = {.node = n, .now_ms = 1000};
+    json_t *pods[6] = {0};
+    walk_to_plugin(&p, &in, pods);
+    op_gate_out out;
+    step(&p, &in, &out);
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.device-plugin"), "true");
+    cr_assert_null(json_object_get(out.labels, OP_PREPULL_LABEL), "the MIG manager is to come");
+    op_gate_out_clear(&out);
+    plugin_validated(&p, &in, &out, pods);
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.mig-manager"), "true");
+    cr_assert(json_is_null(json_object_get(out.labels, OP_PREPULL_LABEL)));
+    op_gate_out_clear(&out);
+    for (size_t i = 0; i < 6; i++)
+        json_decref(pods[i]);
+    json_decref(n);
+}
+
+Test(gate, image_prepull_off_the_label_of_a_node_and_pauses)
+{
+    /* Switched off: never set, and removed where an earlier run set it. */
+    op_gate_policy p = policy();
+    json_t *n = gpu_node("", "");
+    op_gate_in in = {.node = n, .now_ms = 1000};
+    op_gate_out out;
+    step(&p, &in, &out);
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.driver"), "true");
+    cr_assert_null(json_object_get(out.labels, OP_PREPULL_LABEL));
+    op_gate_out_clear(&out);
+    json_decref(n);
+    n = gpu_node("    nvidia.com/gpu.deploy.image-prepull: \"true\"\n", "");
+    in.node = n;
+    step(&p, &in, &out);
+    cr_assert(json_is_null(json_object_get(out.labels, OP_PREPULL_LABEL)));
+    op_gate_out_clear(&out);
+    json_decref(n);
+
+    /* A user's "false" stays and stops the pre-pull on the node. */
+    p.image_prepull = true;
+    n = gpu_node("    nvidia.com/gpu.deploy.image-prepull: \"false\"\n", "");
+    in.node = n;
+    step(&p, &in, &out);
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.driver"), "true");
+    cr_assert_null(json_object_get(out.labels, OP_PREPULL_LABEL));
+    op_gate_out_clear(&out);
+    json_decref(n);
+
+    /* Opting the node out removes the operator's "true". */
+    n = gpu_node("    nvidia.com/gpu.deploy.image-prepull: \"true\"\n"
+                 "    nvidia.com/gpu.deploy.operands: \"false\"\n",
+                 "");
+    in.node = n;
+    step(&p, &in, &out);
+    cr_assert_eq(out.phase, OP_NODE_OPTED_OUT);
+    cr_assert(json_is_null(json_object_get(out.labels, OP_PREPULL_LABEL)));
+    op_gate_out_clear(&out);
+    json_decref(n);
+
+    /* The MIG manager pausing the device plugin on a rolled-out node is no deploy to come: no
+     * pre-pull, no patch. */
+    n = gpu_node("    nvidia.com/gpu.deploy.driver: \"true\"\n"
+                 "    nvidia.com/gpu.deploy.container-toolkit: \"true\"\n"
+                 "    nvidia.com/gpu.deploy.device-plugin: paused-for-mig-change\n"
+                 "    nvidia.com/gpu.deploy.gpu-feature-discovery: \"true\"\n"
+                 "    nvidia.com/gpu.deploy.dcgm: \"true\"\n"
+                 "    nvidia.com/gpu.deploy.dcgm-exporter: \"true\"\n"
+                 "    nvidia.com/gpu.deploy.operator-validator: \"true\"\n"
+                 "    nvidia.com/gpu.deploy.node-status-exporter: \"true\"\n"
+                 "    nvidia.com/gpu.present: \"true\"\n",
+                 "");
+    in.node = n;
+    json_t *pods[4] = {ready_pod("d1"), NULL, ready_pod("t1"), NULL};
+    in.stage[OP_STAGE_DRIVER].operand_pod = pods[0];
+    op_gate_node(&p, &in, &out, NULL);
+    pods[1] = validation_succeeded(&out, &in, OP_STAGE_DRIVER);
+    in.stage[OP_STAGE_TOOLKIT].operand_pod = pods[2];
+    op_gate_node(&p, &in, &out, NULL);
+    pods[3] = validation_succeeded(&out, &in, OP_STAGE_TOOLKIT);
+    op_gate_node(&p, &in, &out, NULL);
+    cr_assert_eq(out.phase, OP_NODE_RECONFIGURING);
+    cr_assert_eq(json_object_size(out.labels), 0, "%s",
+                 json_dumps(out.labels, JSON_COMPACT)); /* leaks only on failure */
+    op_gate_out_clear(&out);
+    for (size_t i = 0; i < 4; i++)
+        json_decref(pods[i]);
+    json_decref(n);
+}
+
+Test(gate, image_prepull_does_not_start_again_for_a_stage_that_comes_up_later)
+{
+    /* GPU feature discovery reports MIG once it runs, after the pre-pull ended with the device
+     * plugin's patch: the MIG manager's label comes without a pre-pull, and without a patch of
+     * its own before it. */
+    op_gate_policy p = policy();
+    p.image_prepull = true;
+    json_t *n = gpu_node("", "nvidia.com/gpu: 8");
+    op_gate_in in = {.node = n, .now_ms = 1000};
+    json_t *pods[6] = {0};
+    walk_to_plugin(&p, &in, pods);
+    op_gate_out out;
+    step(&p, &in, &out);
+    cr_assert(json_is_null(json_object_get(out.labels, OP_PREPULL_LABEL)));
+    op_gate_out_clear(&out);
+    json_object_set_new(json_object_get(json_object_get(n, "metadata"), "labels"),
+                        "nvidia.com/mig.capable", json_string("true"));
+    step(&p, &in, &out);
+    cr_assert_eq(json_object_size(out.labels), 0, "no patch while the device plugin validates");
+    op_gate_out_clear(&out);
+    plugin_validated(&p, &in, &out, pods);
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/gpu.deploy.mig-manager"), "true");
+    cr_assert_str_eq(lbl(out.labels, "nvidia.com/mig.config"), "all-disabled");
+    cr_assert_null(json_object_get(out.labels, OP_PREPULL_LABEL));
+    op_gate_out_clear(&out);
+    for (size_t i = 0; i < 6; i++)
+        json_decref(pods[i]);
+    json_decref(n);
+}

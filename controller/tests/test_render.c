@@ -61,10 +61,13 @@ static json_t *spec_yaml(const char *yaml)
 }
 
 /* Renders a state by name; asserts success. */
-static json_t *render(const op_states *s, const char *state, const json_t *spec)
+/* Renders a state after the objects of the states before it (NULL: as if they had none). */
+static json_t *render_after(const op_states *s, const char *state, const json_t *spec,
+                            const json_t *rendered)
 {
     json_t *own = owner();
-    op_render_ctx ctx = {.spec = spec, .ns = TEST_NS, .owner = own, .operator_image = NULL};
+    op_render_ctx ctx = {
+        .spec = spec, .ns = TEST_NS, .owner = own, .operator_image = NULL, .rendered = rendered};
     int i = op_states_find(s, state);
     cr_assert_geq(i, 0, "unknown state %s", state);
     kc_err e = {0};
@@ -74,6 +77,11 @@ static json_t *render(const op_states *s, const char *state, const json_t *spec)
     cr_assert(json_is_array(objs));
     json_decref(own);
     return objs;
+}
+
+static json_t *render(const op_states *s, const char *state, const json_t *spec)
+{
+    return render_after(s, state, spec, NULL);
 }
 
 /* Renders and expects KC_EINVALID with a message holding `needle`. */
@@ -187,13 +195,14 @@ Test(render_load, states_in_operator_order)
         "gpu-feature-discovery",
         "state-mig-manager",
         "state-node-status-exporter",
+        "state-image-prepull",
     };
-    cr_assert_eq(op_states_count(s), 12);
-    for (size_t i = 0; i < 12; i++) {
+    cr_assert_eq(op_states_count(s), 13);
+    for (size_t i = 0; i < 13; i++) {
         cr_expect_str_eq(op_states_name(s, i), want[i]);
         cr_expect_eq(op_states_find(s, want[i]), (int)i);
     }
-    cr_expect_null(op_states_name(s, 12));
+    cr_expect_null(op_states_name(s, 13));
     cr_expect_eq(op_states_find(s, "state-sandbox"), -1);
     op_states_free(s);
 }
@@ -303,9 +312,12 @@ static void golden_case(const char *name, const char *spec_path)
     op_states *s = load_states();
     json_t *spec = load_spec_file(spec_path);
     bool update = getenv("KC_UPDATE_GOLDEN") && strcmp(getenv("KC_UPDATE_GOLDEN"), "1") == 0;
+    json_t *all = json_array(); /* what the operator renders before each state, in its order */
+    cr_assert_not_null(all);
     for (size_t i = 0; i < op_states_count(s); i++) {
         const char *state = op_states_name(s, i);
-        json_t *objs = render(s, state, spec);
+        json_t *objs = render_after(s, state, spec, all);
+        cr_assert_eq(json_array_extend(all, objs), 0);
         char *got = json_dumps(objs, JSON_INDENT(2) | JSON_SORT_KEYS);
         cr_assert_not_null(got);
         char path[512];
@@ -330,6 +342,7 @@ static void golden_case(const char *name, const char *spec_path)
         free(got);
         json_decref(objs);
     }
+    json_decref(all);
     json_decref(spec);
     op_states_free(s);
 }
@@ -873,7 +886,7 @@ Test(render_behaviour, bad_arguments)
     json_t *objs = NULL;
     cr_expect_eq(op_render_state(s, 0, &ctx, &objs, &e), KC_EARG);
     ctx.ns = TEST_NS;
-    cr_expect_eq(op_render_state(s, 12, &ctx, &objs, &e), KC_EARG);
+    cr_expect_eq(op_render_state(s, 13, &ctx, &objs, &e), KC_EARG);
     cr_expect_null(objs);
     json_t *spec = json_string("x");
     ctx.spec = spec;
@@ -1163,4 +1176,135 @@ Test(render_behaviour, default_validator_image_is_the_charts)
     snprintf(want, sizeof(want), "ghcr.io/gpu-operator/gpu-operator-validator:%s", app);
     cr_assert_str_eq(OP_DEFAULT_VALIDATOR_IMAGE, want);
     json_decref(chart);
+}
+
+/* ---- image pre-pull ---- */
+
+/* Renders every state in order for spec; returns the image-prepull state's objects and, in
+ * *all_out, everything rendered before it. */
+static json_t *render_prepull(const char *spec_text, bool off, json_t **all_out)
+{
+    op_states *s = load_states();
+    json_t *spec = spec_yaml(spec_text);
+    json_t *own = owner();
+    json_t *all = json_array();
+    json_t *objs = NULL;
+    for (size_t i = 0; i < op_states_count(s); i++) {
+        op_render_ctx ctx = {
+            .spec = spec, .ns = TEST_NS, .owner = own, .rendered = all, .no_image_prepull = off};
+        kc_err e = {0};
+        cr_assert_eq(op_render_state(s, i, &ctx, &objs, &e), KC_OK, "%s", e.msg);
+        if (strcmp(op_states_name(s, i), "state-image-prepull") == 0)
+            break;
+        cr_assert_eq(json_array_extend(all, objs), 0);
+        json_decref(objs);
+        objs = NULL;
+    }
+    cr_assert_not_null(objs);
+    json_decref(own);
+    json_decref(spec);
+    op_states_free(s);
+    *all_out = all;
+    return objs;
+}
+
+static const json_t *ds_pod_spec(const json_t *ds)
+{
+    return json_object_get(json_object_get(json_object_get(ds, "spec"), "template"), "spec");
+}
+
+/* How many of the pre-pull's containers run image. */
+static int pulls_of(const json_t *ps, const char *image)
+{
+    int n = 0;
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(ps, "containers"), i, c)
+    {
+        const char *img = json_string_value(json_object_get(c, "image"));
+        n += img && !strcmp(img, image);
+    }
+    return n;
+}
+
+Test(render_prepull, pulls_every_later_operand_image_once_and_runs_none)
+{
+    json_t *all;
+    json_t *objs = render_prepull("dcgm: {enabled: true}\n"
+                                  "devicePlugin: {imagePullSecrets: [plugin-creds]}\n",
+                                  false, &all);
+    json_t *ds = NULL;
+    size_t i;
+    json_t *o;
+    json_array_foreach(
+        objs, i, o) if (!strcmp(json_string_value(json_object_get(o, "kind")), "DaemonSet")) ds = o;
+    cr_assert_not_null(ds);
+    const json_t *ps = ds_pod_spec(ds);
+    /* Every image of the operands after the driver, once; none of the driver's. */
+    int wanted = 0;
+    json_array_foreach(all, i, o)
+    {
+        if (strcmp(json_string_value(json_object_get(o, "kind")), "DaemonSet"))
+            continue;
+        bool driver = !strcmp(json_string_value(json_object_get(
+                                  json_object_get(json_object_get(o, "metadata"), "labels"),
+                                  "nvidia.com/gpu-operator.state")),
+                              "state-driver");
+        static const char *const lists[] = {"initContainers", "containers"};
+        for (int l = 0; l < 2; l++) {
+            size_t j;
+            const json_t *c;
+            json_array_foreach(json_object_get(ds_pod_spec(o), lists[l]), j, c)
+            {
+                const char *img = json_string_value(json_object_get(c, "image"));
+                cr_expect_eq(pulls_of(ps, img), driver ? 0 : 1, "%s (%s)", img,
+                             driver ? "the driver's" : "a later operand's");
+                wanted += !driver;
+            }
+        }
+    }
+    cr_assert_gt(wanted, 5);
+    cr_expect_eq(pulls_of(ps, "nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04"), 1);
+    /* The validator's image first (the validation pods need it next), then in state order. */
+    const json_t *ctrs = json_object_get(ps, "containers");
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(ctrs, 0), "name")), "hold");
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(ctrs, 1), "name")),
+                     "pull-container-toolkit");
+    /* Each container runs the hold program the init container copies, as nobody. */
+    const json_t *c;
+    json_array_foreach(ctrs, i, c)
+    {
+        const json_t *cmd = json_object_get(c, "command");
+        cr_expect_eq(json_array_size(cmd), 1);
+        cr_expect_str_eq(json_string_value(json_array_get(cmd, 0)), "/prepull/hold");
+        cr_expect_eq(
+            json_integer_value(json_object_get(json_object_get(c, "securityContext"), "runAsUser")),
+            65534);
+    }
+    const json_t *init = json_array_get(json_object_get(ps, "initContainers"), 0);
+    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(init, "command"), 1)),
+                     "/usr/bin/gpu-operator-hold");
+    /* The operands' pull secrets come along. */
+    cr_assert_str_eq(json_string_value(json_object_get(
+                         json_array_get(json_object_get(ps, "imagePullSecrets"), 0), "name")),
+                     "plugin-creds");
+    json_decref(objs);
+    json_decref(all);
+}
+
+Test(render_prepull, follows_the_enabled_states_and_the_operators_switch)
+{
+    json_t *all;
+    json_t *objs = render_prepull("dcgmExporter: {enabled: false}\n", false, &all);
+    char *text = json_dumps(objs, JSON_COMPACT);
+    cr_assert_not_null(text);
+    cr_expect_null(strstr(text, "dcgm-exporter:"), "a disabled operand's image is not pulled");
+    cr_expect_not_null(strstr(text, "k8s-device-plugin:"));
+    free(text);
+    json_decref(objs);
+    json_decref(all);
+    objs = render_prepull("{}\n", true, &all);
+    cr_expect_eq(json_array_size(objs), 0, "--image-prepull=false: nothing (what exists goes)");
+    json_decref(objs);
+    json_decref(all);
 }

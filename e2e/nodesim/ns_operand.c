@@ -40,6 +40,9 @@ static const struct {
     {"nvidia-dcgm-exporter", NS_OP_DCGM_EXPORTER},
     {"nvidia-mig-manager", NS_OP_MIG_MANAGER},
     {"nvidia-operator-validator", NS_OP_VALIDATOR},
+    /* The operator's image pre-pull runs a hold program in NVIDIA's images, none of NVIDIA's
+     * programs. */
+    {"nvidia-image-prepull", NS_OP_NONE},
 };
 
 /* Image name fragments, most specific first. */

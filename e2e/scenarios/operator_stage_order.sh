@@ -12,19 +12,7 @@ source "$E2E_ROOT/lib_operator.sh"
 cluster_up --fleet "$E2E_ROOT/testdata/fleet-nodesim.yaml"
 install_crd
 k create namespace gpu-operator >/dev/null
-k apply -f - >/dev/null <<'YAML'
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: time-slicing-config, namespace: gpu-operator}
-data:
-  any: |-
-    version: v1
-    sharing:
-      timeSlicing:
-        resources:
-          - name: nvidia.com/gpu
-            replicas: 4
-YAML
+time_slicing_config # clusterpolicy-full.yaml's devicePlugin.config
 watch_log="$E2E_DIR/pods-watch.json"
 k get pods -n gpu-operator --watch --output-watch-events -o json >"$watch_log" 2>"$E2E_DIR/watch.err" &
 watch_pid=$!
