@@ -8,9 +8,14 @@
                                                NAME.json, NAME.md, NAME.png (NAME: latest);
                                                prints the targets with pass/miss
   operator_scale.py compare RESULTS.json OUT.md   the before/after table of bench/run --compare-build
+  operator_scale.py selftest                   checks the Go-duration parser, the parsing of
+                                               Pulled events and the per-node pull slack (exit 1
+                                               on a failure)
 
 Only the Python standard library; the plot uses gnuplot when it is installed.
 """
+import calendar
+import decimal
 import http.client
 import json
 import math
@@ -126,17 +131,33 @@ def pod_ready(o):
     return False
 
 
+def validation_run(o):
+    """[startedAt, finishedAt] of a validation pod's terminated "validation" container, else
+    None (whole seconds, as the API gives them)."""
+    for c in (o.get("status") or {}).get("containerStatuses") or []:
+        if c.get("name") == "validation":
+            t = (c.get("state") or {}).get("terminated") or {}
+            if t.get("startedAt") and t.get("finishedAt"):
+                return [t["startedAt"], t["finishedAt"]]
+    return None
+
+
 def compact_pod(o):
     m = o["metadata"]
     labels = m.get("labels") or {}
     ann = m.get("annotations") or {}
-    return {"k": "pod", "node": (o.get("spec") or {}).get("nodeName"), "app": labels.get("app"),
+    facts = {"k": "pod", "node": (o.get("spec") or {}).get("nodeName"), "app": labels.get("app"),
             "val": labels.get("nvidia.com/gpu-operator.validation"),
             "key": ann.get("nvidia.com/gpu-operator.validation-key") or ann.get(
                 "nvidia.com/gpu-operator.key"),
             "res": ann.get("nvidia.com/gpu-operator.resource"),
             "phase": (o.get("status") or {}).get("phase"), "ready": pod_ready(o),
             "deleting": bool(m.get("deletionTimestamp"))}
+    if facts["val"]:
+        run = validation_run(o)
+        if run:
+            facts["run"] = run
+    return facts
 
 
 def compact_policy(o):
@@ -444,6 +465,184 @@ def idle_fleet_hops(evs, node, t_from):
     return hops
 
 
+# ---- image pulls (kubesim's pull model) -----------------------------------------------------
+
+GO_UNITS_NS = {"ns": 1, "us": 10**3, "\u00b5s": 10**3, "\u03bcs": 10**3, "ms": 10**6,
+               "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+GO_TERM = re.compile("([0-9]*(?:\\.[0-9]*)?)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+PULLED = re.compile('Successfully pulled image "([^"]*)" in ([0-9.]+[a-z\u00b5\u03bc]+'
+                    '(?:[0-9.]+[a-z\u00b5\u03bc]+)*)')
+SLACK_LIMIT_S = 2.0
+
+
+def go_duration_s(text):
+    """Seconds of a Go time.Duration string as time.ParseDuration reads it ("1.623s", "850ms",
+    "1m2.5s", "0s", "0"); ValueError if it is not one."""
+    s = text.strip()
+    sign = -1.0 if s.startswith("-") else 1.0
+    s = s[1:] if s[:1] in ("-", "+") else s
+    if s == "0":
+        return 0.0
+    if not s:
+        raise ValueError("not a Go duration: %r" % text)
+    pos, ns = 0, decimal.Decimal(0)
+    while pos < len(s):
+        m = GO_TERM.match(s, pos)
+        if not m or m.group(1) in ("", "."):
+            raise ValueError("not a Go duration: %r" % text)
+        ns += decimal.Decimal(m.group(1)) * GO_UNITS_NS[m.group(2)]
+        pos = m.end()
+    return sign * float(ns) / 1e9
+
+
+def parse_pulled(message):
+    """(image, seconds) of a kubelet's "Successfully pulled image "X" in D ..." message (the pull's
+    own time, without the wait for the node's puller), else None ("already present", errors)."""
+    m = PULLED.match(message or "")
+    if not m:
+        return None
+    try:
+        return m.group(1), go_duration_s(m.group(2))
+    except ValueError:
+        return None
+
+
+def rfc3339_s(text):
+    """Seconds since the epoch of an RFC 3339 time in UTC ("2024-05-01T10:00:03Z", fractions
+    allowed)."""
+    m = re.match(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?Z$", text or "")
+    if not m:
+        raise ValueError("not an RFC 3339 UTC time: %r" % text)
+    secs = calendar.timegm(tuple(int(m.group(i)) for i in range(1, 7)))
+    return secs + (float(m.group(7)) if m.group(7) else 0.0)
+
+
+def api_list(d, path, query=""):
+    """Every item of a collection of the bench's cluster, a page of 500 at a time."""
+    url = server_of(d)
+    token = open(os.path.join(d, "admin.token")).read().strip()
+    ctx = ssl.create_default_context(cafile=os.path.join(d, "ca.crt"))
+    c = http.client.HTTPSConnection(url.hostname, url.port, context=ctx, timeout=600)
+    items, cont = [], None
+    try:
+        while True:
+            q = "limit=500" + ("&" + query if query else "") + (
+                "&continue=" + urllib.parse.quote(cont, safe="") if cont else "")
+            c.request("GET", path + "?" + q, headers={"Authorization": "Bearer " + token})
+            r = c.getresponse()
+            body = r.read()
+            if r.status != 200:
+                raise SystemExit("operator_scale: GET %s: %d %s" % (path, r.status, body[:200]))
+            page = json.loads(body)
+            items.extend(page.get("items") or [])
+            cont = (page.get("metadata") or {}).get("continue")
+            if not cont:
+                return items
+    finally:
+        c.close()
+
+
+def rollout_pulls(events, evs, t_from, t_to):
+    """Per GPU node, [(image, seconds)] of every successful pull of a pod that the watch saw
+    created in the rollout window, from the kubelet's Pulled events (the node: the event's
+    source.host, else the pod's node as the watch saw it)."""
+    pod_node, first_seen = {}, {}
+    for e in evs:
+        if e["k"] == "pod" and e["type"] != "DELETED":
+            first_seen.setdefault(e["name"], e["t"])
+            if e.get("node"):
+                pod_node[e["name"]] = e["node"]
+    out = {}
+    for ev in events:
+        if ev.get("reason") != "Pulled":
+            continue
+        got = parse_pulled(ev.get("message"))
+        pod = (ev.get("involvedObject") or {}).get("name")
+        if not got or pod not in first_seen or not t_from <= first_seen[pod] <= t_to:
+            continue
+        node = (ev.get("source") or {}).get("host") or pod_node.get(pod)
+        if node:
+            out.setdefault(node, []).append(got)
+    return out
+
+
+def validation_runs(evs, t_from, ready):
+    """Per GPU node, the run of each validation pod that counted toward its readiness (Succeeded
+    on it between t_from and the node's ready time, t_from + ready[node]), in seconds: its
+    validation container's startedAt -> finishedAt. The API gives those in whole seconds (runs of
+    a few hundred ms read 0 or 1 s), so a run is timed by the watch where it saw both ends: the
+    pod's first Running -> first Succeeded update as received (the container's start and exit,
+    one watch delivery later each); else by the API's times. Returns (runs per node, the number
+    of runs timed by the API's times)."""
+    first_running, done = {}, {}
+    for e in evs:
+        if e["k"] != "pod" or not e.get("val") or e["type"] == "DELETED" or not e.get("node"):
+            continue
+        n, name = e["node"], e["name"]
+        if n not in ready or e["t"] < t_from or e["t"] > t_from + ready[n] + 1e-6:
+            continue
+        if e.get("phase") == "Running":
+            first_running.setdefault(name, e["t"])
+        if e.get("phase") == "Succeeded" and name not in done:
+            if name in first_running:
+                done[name] = (n, e["t"] - first_running[name], False)
+            elif e.get("run"):
+                done[name] = (n, rfc3339_s(e["run"][1]) - rfc3339_s(e["run"][0]), True)
+    runs, by_api = {}, 0
+    for n, secs, api in done.values():
+        runs.setdefault(n, []).append(secs)
+        by_api += api
+    return runs, by_api
+
+
+def node_slack(ready, pulls, runs):
+    """Per node of `ready` (seconds from the ClusterPolicy's creation) that pulled an image:
+    {ready, longest (its longest single pull, s), image (that pull's), runs (the sum of its
+    validation runs, s), slack = ready - (longest + runs)}."""
+    out = {}
+    for n, t in ready.items():
+        if not pulls.get(n):
+            continue
+        image, longest = max(pulls[n], key=lambda p: p[1])
+        total = sum(runs.get(n, []))
+        out[n] = {"ready": t, "longest": longest, "image": image, "runs": total,
+                  "slack": t - (longest + total)}
+    return out
+
+
+def slack_figures(per_node, pulls, r):
+    """The result's pull-model fields from node_slack's output (empty when no node pulled)."""
+    if not per_node:
+        return {}
+    sl = [v["slack"] for v in per_node.values()]
+    lp = [v["longest"] for v in per_node.values()]
+    vr = [v["runs"] for v in per_node.values()]
+    worst = max(per_node.items(), key=lambda kv: kv[1]["slack"])
+    by_image = {}
+    for ps in pulls.values():
+        for image, secs in ps:
+            by_image.setdefault(image, []).append(secs)
+    return {
+        "pull_nodes": len(per_node),
+        "node_longest_pull_s_p50": r(pct(lp, 0.5), 3),
+        "node_longest_pull_s_p99": r(pct(lp, 0.99), 3),
+        "node_validation_runs_s_p50": r(pct(vr, 0.5), 3),
+        "node_validation_runs_s_p99": r(pct(vr, 0.99), 3),
+        "node_pull_slack_s_p50": r(pct(sl, 0.5), 3),
+        "node_pull_slack_s_p99": r(pct(sl, 0.99), 3),
+        "node_pull_slack_s_max": r(max(sl), 3),
+        "node_pull_slack_s_min": r(min(sl), 3),
+        "nodes_pull_slack_over_2s": sum(1 for x in sl if x > SLACK_LIMIT_S),
+        "nodes_ready_below_longest_pull": sum(1 for v in per_node.values()
+                                              if v["ready"] < v["longest"]),
+        "node_pull_slack_worst": {"node": worst[0], **{k: (r(v, 3) if k != "image" else v)
+                                                       for k, v in worst[1].items()}},
+        "pulls_counted": sum(len(v) for v in pulls.values()),
+        "pull_s_by_image": {im: {"n": len(v), "p50": r(pct(v, 0.5), 3), "max": r(max(v), 3)}
+                            for im, v in sorted(by_image.items())},
+    }
+
+
 def cmd_analyze(argfile):
     a = json.load(open(argfile))
     d = a["dir"]
@@ -556,6 +755,17 @@ def cmd_analyze(argfile):
     res["node_ready_s_max"] = r(max(rt) if rt else None, 2)
     res["node_ready_timed"] = len(rt)
     res["node_ready_unfinished"] = unfinished
+    if a.get("pulls"):
+        # The pull model's per-node figures, from the kubelet's Pulled events listed now (after
+        # the rollout and the MIG change: pods the watch first saw after the rollout are left out).
+        events = api_list(d, "/api/v1/namespaces/gpu-operator/events",
+                          "fieldSelector=reason%3DPulled")
+        pulls = rollout_pulls(events, evs, a["t_cp"], a["t_ready_poll"])
+        runs, by_api = validation_runs(evs, a["t_cp"], ready)
+        res.update(slack_figures(node_slack(ready, pulls, runs), pulls, r))
+        res["validation_runs_counted"] = sum(len(v) for v in runs.values())
+        res["validation_runs_timed_by_api_seconds"] = by_api
+        res["pulled_events_listed"] = len(events)
     res["stage_timeline_ms"] = {
         st: {k: [r(pct(v, 0.5)), r(pct(v, 0.99))] for k, v in parts.items() if v}
         for st, parts in seg.items()}
@@ -613,6 +823,19 @@ def targets(results):
         add("event -> write p99 <= %d ms at %s nodes" % (lim_ms, n),
             "%s%s ms" % (">" if x.get("transition_delay_ms_p99_lower_bound") else "", d)
             if d is not None else "not run", d <= lim_ms if d is not None else None)
+    # With the pull model on: each node ready within its longest single pull, the sum of its
+    # validation runs and 2 s (the rest: transitions, pod starts, waits for the node's puller).
+    what = "pull model on: every node ready <= longest pull + validation runs + 2 s"
+    pulled = [x for x in results if pulls_on(x)]
+    for x in pulled:
+        over = x.get("nodes_pull_slack_over_2s")
+        add("%s at %d nodes" % (what, x["nodes"]),
+            "slack p50 / p99 / max %s / %s / %s s; %d of %d nodes over 2 s" % (
+                x["node_pull_slack_s_p50"], x["node_pull_slack_s_p99"],
+                x["node_pull_slack_s_max"], over, x["pull_nodes"])
+            if over is not None else "no pulls recorded", over == 0 if over is not None else None)
+    if not pulled:
+        add(what, "image pulls off", None)
     for x in results:
         # Issue 26's figure is per GPU node of a large fleet (9.4 at 1,000 nodes when it was
         # filed): below 1,000 nodes the ~90 requests every rollout makes once (its objects,
@@ -644,6 +867,25 @@ def targets(results):
     else:
         add("rollout requests linear in nodes", "needs two sizes", None)
     return out, (a, b)
+
+
+def pulls_on(r):
+    return bool(r.get("pull_mbps") or r.get("pull_latency_ms"))
+
+
+def pull_params(r):
+    """(rate, latency, serialized, max parallel) of a result's pull model; None when off."""
+    if not pulls_on(r):
+        return None
+    return (r.get("pull_mbps", 0), r.get("pull_latency_ms", 0), r.get("serialize_pulls", True),
+            r.get("max_parallel_pulls"))
+
+
+def pull_mode(ser, par):
+    if ser:
+        return "one pull at a time per node"
+    return ("at most %d pulls at a time per node" % par if par else
+            "parallel pulls per node (no limit)") + ", sharing its link"
 
 
 def plot(results, outdir, name, pulls=""):
@@ -703,10 +945,12 @@ def cmd_report(results_file, outdir, name="latest", opargs=""):
         r["operator_args"] = opargs
     with open(os.path.join(outdir, name + ".json"), "w") as f:
         json.dump(results, f, indent=2)
-    pulls = sorted({(r.get("pull_mbps", 0), r.get("pull_latency_ms", 0)) for r in results})
+    pulls = sorted({pull_params(r) for r in results}, key=lambda p: (p is not None, str(p)))
     png = plot(results, outdir, name, "; ".join(
-        "image pulls off" if not mbps and not lat else
-        "image pulls %s MB/s per node + %s ms per pull" % (mbps, lat) for mbps, lat in pulls))
+        "image pulls off" if p is None else
+        "image pulls %s MB/s per node + %s ms per pull, %s" % (
+            p[0], p[1], "serialized" if p[2] else
+            "parallel (at most %d)" % p[3] if p[3] else "parallel") for p in pulls))
     cols = [("nodes", "nodes"), ("RSS peak MiB", lambda r: "%.1f" % (r["rss_peak_kib"] / 1024)),
             ("RSS settled MiB", lambda r: "%.1f" % (r["rss_settled_kib"] / 1024)),
             ("ready s", "ready_s"),
@@ -734,9 +978,9 @@ def cmd_report(results_file, outdir, name="latest", opargs=""):
             ("MIG label→pods ms", lambda r: r.get("mig_label_to_validation_pods_ms")),
             ("MIG success→pods ms", lambda r: r.get("mig_success_to_validation_pods_ms"))]
     pull_text = "; ".join(
-        "image pulls off (kubesim's images take no time to pull)" if not mbps and not lat else
-        "image pulls on: %s MB/s per node, %s ms per pull, one pull at a time per node, each "
-        "image once per node" % (mbps, lat) for mbps, lat in pulls)
+        "image pulls off (kubesim's images take no time to pull)" if p is None else
+        "image pulls on: %s MB/s per node, %s ms per pull, %s, each image once per node" % (
+            p[0], p[1], pull_mode(p[2], p[3])) for p in pulls)
     lines = ["# gpu-operator at scale (bench/run%s)" % (" " + opargs if opargs else ""), "",
              pull_text[0].upper() + pull_text[1:] + ".", "",
              "| " + " | ".join(c[0] for c in cols) + " |",
@@ -760,6 +1004,38 @@ def cmd_report(results_file, outdir, name="latest", opargs=""):
                 r["nodes"], " (%s)" % r["variant"] if r.get("variant") else "", st,
                 " | ".join("%s / %s" % tuple(parts[k]) if k in parts else "-"
                            for k, _ in segs)))
+    pull_lines = []
+    if any(r.get("pull_nodes") for r in results):
+        pull_lines = [
+            "", "Image pulls per GPU node: its longest single pull (the kubelet's Pulled event: "
+            "the pull's own time, without its wait for the node's puller), the sum of its "
+            "validation runs (each validation pod that succeeded by the node's ready time: "
+            "container start → exit), its time to ready (as above) and the slack = ready − "
+            "(longest pull + validation runs); the target allows 2 s.", "",
+            "| nodes | longest pull p50 / p99 s | validation runs p50 / p99 s | "
+            "node ready p50 / p99 s | slack p50 / p99 / max s | nodes with slack > 2 s | "
+            "worst node: ready = longest pull + runs + slack s |", "|---|---|---|---|---|---|---|"]
+        for r in results:
+            if not r.get("pull_nodes"):
+                continue
+            w = r["node_pull_slack_worst"]
+            pull_lines.append("| %s%s | %s / %s | %s / %s | %s / %s | %s / %s / %s | %d of %d | "
+                              "%s: %s = %s (%s) + %s + %s |" % (
+                                  r["nodes"], " (%s)" % r["variant"] if r.get("variant") else "",
+                                  r["node_longest_pull_s_p50"], r["node_longest_pull_s_p99"],
+                                  r["node_validation_runs_s_p50"],
+                                  r["node_validation_runs_s_p99"], r.get("node_ready_s_p50"),
+                                  r.get("node_ready_s_p99"), r["node_pull_slack_s_p50"],
+                                  r["node_pull_slack_s_p99"], r["node_pull_slack_s_max"],
+                                  r["nodes_pull_slack_over_2s"], r["pull_nodes"], w["node"],
+                                  w["ready"], w["longest"], w["image"].rsplit("/", 1)[-1],
+                                  w["runs"], w["slack"]))
+        for r in results:
+            if r.get("pull_s_by_image"):
+                pull_lines += ["", "Pull time per image at %d nodes (p50 / max s): %s." % (
+                    r["nodes"], ", ".join("%s %s / %s" % (im.rsplit("/", 1)[-1], v["p50"], v["max"])
+                                          for im, v in r["pull_s_by_image"].items()))]
+    lines += pull_lines
     lines += ["", "Transition delays, from the watch event that allowed a node's transition "
               "(as the operator received it): delay = to the operator's first resulting write "
               "request (gpu_operator_transition_delay_seconds), queued = to the start of the "
@@ -775,6 +1051,8 @@ def cmd_report(results_file, outdir, name="latest", opargs=""):
     with open(os.path.join(outdir, name + ".md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines[2:6 + len(results)]))
+    if pull_lines:
+        print("\n".join(pull_lines))
     print()
     print("targets:")
     for what, value, ok in tg:
@@ -811,6 +1089,110 @@ def cmd_compare(results_path, out_path):
     return 0
 
 
+def cmd_selftest():
+    """Checks of the pull model's parsing and per-node figures on fixed inputs."""
+    fails = []
+
+    def check(what, got, want):
+        ok = (abs(got - want) < 1e-9 if isinstance(want, float) and isinstance(got, float)
+              else got == want)
+        if not ok:
+            fails.append("%s: got %r, want %r" % (what, got, want))
+
+    for text, want in (("1.623s", 1.623), ("850ms", 0.85), ("1m2.5s", 62.5), ("0s", 0.0),
+                       ("0", 0.0), ("1h2m3s", 3723.0), ("2m0s", 120.0), (".5s", 0.5),
+                       ("1.5us", 1.5e-6), ("300\u00b5s", 3e-4), ("42ns", 4.2e-8),
+                       ("-1.5s", -1.5), ("1m0.001s", 60.001)):
+        check("go_duration_s(%r)" % text, go_duration_s(text), want)
+    for text in ("", "1", "s", "1x", "1.2.3s", "ms1", "1s x", "1 s", "+", ".", ".s"):
+        try:
+            go_duration_s(text)
+            fails.append("go_duration_s(%r): no error" % text)
+        except ValueError:
+            pass
+    kubesim = ('Successfully pulled image "nvcr.io/nvidia/driver:595.91.07-ubuntu22.04" in '
+               '10.686s (24.2s including waiting). Image size: 1048576000 bytes.')
+    check("parse_pulled(kubesim)", parse_pulled(kubesim),
+          ("nvcr.io/nvidia/driver:595.91.07-ubuntu22.04", 10.686))
+    check("parse_pulled(1.26)", parse_pulled('Successfully pulled image "busybox" in 1m2.5s'),
+          ("busybox", 62.5))
+    check("parse_pulled(850ms)", parse_pulled(
+        'Successfully pulled image "a/b:c" in 850ms (850ms including waiting)'), ("a/b:c", 0.85))
+    check("parse_pulled(present)", parse_pulled(
+        'Container image "busybox" already present on machine'), None)
+    check("rfc3339_s", rfc3339_s("1970-01-01T00:01:02Z"), 62)
+    check("rfc3339_s(fraction)", rfc3339_s("1970-01-01T00:00:01.25Z"), 1.25)
+
+    # A rollout from t=100: pods p1, p2 on n1 (p2's event without source.host), p3 on n2, p4
+    # on n1 created after the window (the MIG change).
+    def pod(t, name, node, typ="MODIFIED", **kw):
+        return dict({"t": t, "k": "pod", "type": typ, "name": name, "node": node}, **kw)
+
+    evs = [pod(101, "p1", "n1", "ADDED"), pod(101, "p2", "n1", "ADDED"),
+           pod(101, "p3", "n2", "ADDED"), pod(200, "p4", "n1", "ADDED")]
+
+    def pulled(podname, host, msg):
+        return {"reason": "Pulled", "message": msg, "involvedObject": {"name": podname},
+                "source": {"host": host} if host else {"component": "kubelet"}}
+
+    events = [pulled("p1", "n1", 'Successfully pulled image "drv" in 10.5s (10.5s including '
+                     'waiting). Image size: 1 bytes.'),
+              pulled("p2", None, 'Successfully pulled image "val" in 700ms (11.2s including '
+                     'waiting). Image size: 1 bytes.'),
+              pulled("p2", "n1", 'Container image "drv" already present on machine'),
+              pulled("p3", "n2", 'Successfully pulled image "val" in 0s (0s including waiting).'
+                     ' Image size: 0 bytes.'),
+              pulled("p4", "n1", 'Successfully pulled image "big" in 1m0s (1m0s including '
+                     'waiting). Image size: 1 bytes.')]
+    pulls = rollout_pulls(events, evs, 100, 150)
+    check("rollout_pulls", pulls, {"n1": [("drv", 10.5), ("val", 0.7)], "n2": [("val", 0.0)]})
+    # Validation pods: v1 on n1 timed by the watch (Running 110.0 -> Succeeded 110.4), v2 on n1
+    # only seen Succeeded (the API's 1 s), v3 on n1 Succeeded after the node's ready time, v4 on
+    # n2 failed (not counted).
+    run = ["1970-01-01T00:01:50Z", "1970-01-01T00:01:51Z"]
+    vevs = [pod(110.0, "v1", "n1", val="driver", phase="Running"),
+            pod(110.4, "v1", "n1", val="driver", phase="Succeeded", run=run),
+            pod(111.0, "v2", "n1", val="container-toolkit", phase="Succeeded", run=run),
+            pod(140.0, "v3", "n1", val="mig-manager", phase="Succeeded", run=run),
+            pod(105.0, "v4", "n2", val="driver", phase="Running"),
+            pod(105.5, "v4", "n2", val="driver", phase="Failed")]
+    ready = {"n1": 12.0, "n2": 9.0, "n3": 5.0}
+    runs, by_api = validation_runs(vevs, 100, ready)
+    check("validation_runs n1", [round(x, 6) for x in runs.get("n1", [])], [0.4, 1.0])
+    check("validation_runs n2", runs.get("n2"), None)
+    check("validation_runs by API", by_api, 1)
+    per = node_slack(ready, pulls, runs)
+    check("node_slack nodes", sorted(per), ["n1", "n2"])  # n3 pulled nothing
+    check("node_slack n1 longest", per["n1"]["longest"], 10.5)
+    check("node_slack n1 image", per["n1"]["image"], "drv")
+    check("node_slack n1 slack", round(per["n1"]["slack"], 6), 0.1)  # 12 - (10.5 + 1.4)
+    check("node_slack n2 slack", per["n2"]["slack"], 9.0)
+    fig = slack_figures(per, pulls, lambda x, nd=1: None if x is None else round(x, nd))
+    check("slack_figures over 2 s", fig["nodes_pull_slack_over_2s"], 1)
+    check("slack_figures max", fig["node_pull_slack_s_max"], 9.0)
+    check("slack_figures worst", fig["node_pull_slack_worst"]["node"], "n2")
+    check("slack_figures below longest pull", fig["nodes_ready_below_longest_pull"], 0)
+    check("slack_figures empty", slack_figures({}, {}, round), {})
+    check("node_slack empty", node_slack(ready, {}, {}), {})
+
+    # targets(): a pass/MISS row with the model on, n/a with it off; no pull figures, no crash.
+    base = {"nodes": 10, "idle_window_s": 5, "idle_writes": 0, "idle_lists": 0,
+            "idle_cpu_s": 0, "rollout_requests": 100, "ready_s": 1}
+    rows = [t for t in targets([dict(base)])[0] if t[0].startswith("pull model on")]
+    check("targets pulls off", rows, [("pull model on: every node ready <= longest pull + "
+                                       "validation runs + 2 s", "image pulls off", "n/a")])
+    on = dict(base, pull_mbps=100, pull_latency_ms=200, **fig)
+    rows = [t[2] for t in targets([on])[0] if t[0].startswith("pull model on")]
+    check("targets pulls on", rows, ["MISS"])
+    rows = [t[2] for t in targets([dict(base, pull_mbps=100)])[0]
+            if t[0].startswith("pull model on")]
+    check("targets pulls on, nothing recorded", rows, ["n/a"])
+    for f in fails:
+        print("selftest: FAIL " + f, file=sys.stderr)
+    print("selftest: %s" % ("%d failed" % len(fails) if fails else "ok"))
+    return 1 if fails else 0
+
+
 def main(argv):
     if len(argv) >= 4 and argv[0] == "watch":
         cmd_watch(argv[1], argv[2], argv[3], int(argv[4]) if len(argv) > 4 else None)
@@ -820,6 +1202,8 @@ def main(argv):
         return cmd_compare(argv[1], argv[2])
     elif 3 <= len(argv) <= 5 and argv[0] == "report":
         return cmd_report(*argv[1:])
+    elif argv == ["selftest"]:
+        return cmd_selftest()
     else:
         print(__doc__, file=sys.stderr)
         return 2
