@@ -1086,7 +1086,7 @@ long op_reconcile_node(op_controller *c, const char *name, uint64_t ev, uint64_t
         again = backoff(c, name, 0); /* out of memory */
         goto done;
     }
-    if (op_policy_gate(policy, c->ns, owner, &gp, &vimg, &err) != KC_OK) {
+    if (op_policy_gate(policy, c->ns, owner, c->o.operator_image, &gp, &vimg, &err) != KC_OK) {
         /* The policy reconciler reports a spec error; out of memory is retried. */
         if (err.code == KC_ENOMEM)
             again = backoff(c, name, 0);

@@ -50,8 +50,9 @@ json_t *op_policy_owner_ref(const json_t *obj)
                      meta_str(obj, "uid") ?: "", "controller", 1, "blockOwnerDeletion", 1);
 }
 
-kc_code op_policy_gate(const json_t *obj, const char *ns, const json_t *owner, op_gate_policy *gate,
-                       char **validator_image_out, kc_err *err)
+kc_code op_policy_gate(const json_t *obj, const char *ns, const json_t *owner,
+                       const char *operator_image, op_gate_policy *gate, char **validator_image_out,
+                       kc_err *err)
 {
     const json_t *spec = json_object_get(obj, "spec");
     memset(gate, 0, sizeof(*gate));
@@ -76,7 +77,8 @@ kc_code op_policy_gate(const json_t *obj, const char *ns, const json_t *owner, o
         const json_t *env = json_object_get(json_object_get(val, subs[s]), "env");
         gate->validator_env[s] = json_is_array(env) ? env : json_object_get(val, "env");
     }
-    char *img = op_image(val, "spec.validator", OP_DEFAULT_VALIDATOR_IMAGE, err);
+    char *img = op_image(val, "spec.validator",
+                         operator_image ? operator_image : OP_DEFAULT_VALIDATOR_IMAGE, err);
     if (!img)
         return err ? err->code : KC_EINVALID;
     *validator_image_out = img;

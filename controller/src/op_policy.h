@@ -24,10 +24,13 @@ const json_t *op_policy_active(const json_t *items);
 bool op_spec_enabled(const json_t *spec, const char *section, bool def);
 
 /* Fills the gating policy from the active ClusterPolicy object. Strings point into obj or are
- * static; *validator_image_out is malloc'd (caller frees) and gate->validator_image points to it.
+ * static; *validator_image_out is malloc'd (caller frees) and gate->validator_image points to it:
+ * spec.validator's image, else operator_image (--operator-image, may be NULL), else
+ * OP_DEFAULT_VALIDATOR_IMAGE, as the DaemonSets' validator containers resolve it.
  * KC_EINVALID naming the field when the spec cannot be used (a malformed validator image). */
-kc_code op_policy_gate(const json_t *obj, const char *ns, const json_t *owner, op_gate_policy *gate,
-                       char **validator_image_out, kc_err *err);
+kc_code op_policy_gate(const json_t *obj, const char *ns, const json_t *owner,
+                       const char *operator_image, op_gate_policy *gate, char **validator_image_out,
+                       kc_err *err);
 
 /* The ownerReference to a ClusterPolicy object (new). */
 json_t *op_policy_owner_ref(const json_t *obj);

@@ -107,8 +107,9 @@ kc_code op_apply_component(op_tctx *t, json_t *ds, const op_component *c);
 kc_code op_apply_daemonset_common(op_tctx *t, json_t *ds, bool is_driver);
 
 /* The validator image the spec resolves to (malloc'd), from spec.validator, else the operator
- * image, else def. */
-char *op_validator_image(op_tctx *t, const char *def);
+ * image, else OP_DEFAULT_VALIDATOR_IMAGE (the validation pods' image too: the manifests' `dev`
+ * tag names no published image). */
+char *op_validator_image(op_tctx *t);
 
 /* Whether a container's image is the validator's (by repository). */
 bool op_is_validator_container(const json_t *container);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "op_policy.h"
 #include "op_transform.h"
 
 #define OOM(t) kc_err_set((t)->err, KC_ENOMEM, "%s: out of memory", (t)->state)
@@ -202,12 +203,13 @@ bool op_is_validator_container(const json_t *container)
     return img && strncmp(img, OP_VALIDATOR_REPO, n) == 0 && (img[n] == ':' || img[n] == '@');
 }
 
-char *op_validator_image(op_tctx *t, const char *def)
+char *op_validator_image(op_tctx *t)
 {
     const json_t *sec;
     if (op_spec_obj(t->spec, "validator", "spec", &sec, t->err) != KC_OK)
         return NULL;
-    const char *fallback = t->ctx->operator_image ? t->ctx->operator_image : def;
+    const char *fallback =
+        t->ctx->operator_image ? t->ctx->operator_image : OP_DEFAULT_VALIDATOR_IMAGE;
     return op_image(sec, "spec.validator", fallback, t->err);
 }
 
@@ -235,7 +237,7 @@ static kc_code apply_validator_image(op_tctx *t, json_t *ds)
             if (!op_is_validator_container(ctr))
                 continue;
             if (!image) {
-                image = op_validator_image(t, json_string_value(json_object_get(ctr, "image")));
+                image = op_validator_image(t);
                 if (!image)
                     return t->err ? t->err->code : KC_EINVALID;
             }

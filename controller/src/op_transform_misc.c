@@ -154,9 +154,8 @@ kc_code op_transform_node_status_exporter(op_tctx *t)
     if (!ds)
         return KC_OK;
     static const char *const ctrs[] = {"nvidia-node-status-exporter", NULL};
-    json_t *main = op_find_container(ds, ctrs[0]);
     /* The exporter is the validator's image unless its section names another. */
-    char *def = op_validator_image(t, json_string_value(json_object_get(main, "image")));
+    char *def = op_validator_image(t);
     if (!def)
         return t->err ? t->err->code : KC_EINVALID;
     op_component c = {.section = "nodeStatusExporter",

@@ -1308,3 +1308,48 @@ Test(render_prepull, follows_the_enabled_states_and_the_operators_switch)
     json_decref(objs);
     json_decref(all);
 }
+
+/* Without spec.validator, the DaemonSets' validator containers and the validation pods the gate
+ * creates run one image: the operator's (--operator-image), else this version's, never the
+ * manifests' placeholder tag. */
+Test(render_behaviour, validator_image_is_the_validation_pods_one)
+{
+    op_states *s = load_states();
+    json_t *spec = spec_yaml("{}\n");
+    json_t *own = owner();
+    json_t *cp = json_pack("{s:{s:s, s:s}, s:{}}", "metadata", "name", "cp", "uid", "u1", "spec");
+    const char *const images[] = {NULL, "registry.example.com/ops/gpu-operator:v9"};
+    for (int k = 0; k < 2; k++) {
+        op_render_ctx ctx = {
+            .spec = spec, .ns = TEST_NS, .owner = own, .operator_image = images[k]};
+        json_t *objs = NULL;
+        kc_err e = {0};
+        cr_assert_eq(op_render_state(s, (size_t)op_states_find(s, "state-operator-validation"),
+                                     &ctx, &objs, &e),
+                     KC_OK, "%s", e.msg);
+        const json_t *ds = NULL, *o;
+        size_t i;
+        json_array_foreach(objs, i, o) if (!strcmp(json_string_value(json_object_get(o, "kind")),
+                                                   "DaemonSet")) ds = o;
+        cr_assert_not_null(ds);
+        const char *ds_img = json_string_value(json_object_get(
+            json_array_get(
+                json_object_get(
+                    json_object_get(json_object_get(json_object_get(ds, "spec"), "template"),
+                                    "spec"),
+                    "initContainers"),
+                0),
+            "image"));
+        op_gate_policy gp;
+        char *vimg = NULL;
+        cr_assert_eq(op_policy_gate(cp, TEST_NS, own, images[k], &gp, &vimg, &e), KC_OK);
+        cr_assert_str_eq(ds_img, vimg);
+        cr_assert_str_eq(vimg, images[k] ? images[k] : OP_DEFAULT_VALIDATOR_IMAGE);
+        free(vimg);
+        json_decref(objs);
+    }
+    json_decref(cp);
+    json_decref(own);
+    json_decref(spec);
+    op_states_free(s);
+}
