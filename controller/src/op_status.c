@@ -565,7 +565,9 @@ long op_reconcile_status(op_controller *c)
                                                (json_int_t)total, "message", ok ? "" : cmsg));
         oom |= json_array_append_new(
             conds, condition(st, ok, ok ? "Ready" : "OperandNotReady", cmsg, old_conds, now));
-        if (!ok) {
+        /* The image pre-pull's pods come and go with each node's rollout: shown, never waited
+         * for (its images' operands report their own pulls). */
+        if (!ok && strcmp(st, "state-image-prepull") != 0) {
             size_t l = strlen(not_ready);
             snprintf(not_ready + l, sizeof(not_ready) - l, "%s%s (%lld/%lld nodes)",
                      nr++ ? ", " : "", st, ready_nodes, total);

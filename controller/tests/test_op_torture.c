@@ -1008,14 +1008,20 @@ static env *env_with_status(void)
     return e;
 }
 
-/* The first DaemonSet (nothing scheduled yet: ready) now wants a pod it does not have. */
-static void ds_wants_a_pod(env *e)
+/* A DaemonSet (nothing scheduled yet: ready), the first or the one named, now wants a pod it
+ * does not have. */
+static void ds_named_wants_a_pod(env *e, const char *name)
 {
     json_t *list = NULL;
     kc_err err;
     cr_assert_eq(kc_list(e->admin, &KC_RES_DAEMONSETS, NS, NULL, &list, &err), KC_OK, "%s",
                  err.msg);
-    json_t *ds = json_deep_copy(json_array_get(json_object_get(list, "items"), 0));
+    json_t *items = json_object_get(list, "items"), *pick = json_array_get(items, 0), *d;
+    size_t i;
+    json_array_foreach(items, i,
+                       d) if (name && !strcmp(str_at(json_object_get(d, "metadata"), "name", NULL),
+                                              name)) pick = d;
+    json_t *ds = json_deep_copy(pick);
     json_decref(list);
     cr_assert_not_null(ds);
     json_object_set_new(ds, "status",
@@ -1025,6 +1031,11 @@ static void ds_wants_a_pod(env *e)
     cr_assert_eq(kc_update_status(e->admin, &KC_RES_DAEMONSETS, NS, ds, NULL, &err), KC_OK, "%s",
                  err.msg);
     json_decref(ds);
+}
+
+static void ds_wants_a_pod(env *e)
+{
+    ds_named_wants_a_pod(e, NULL);
 }
 
 Test(op_torture, no_duplicate_writes_before_the_caches_catch_up)
@@ -1207,6 +1218,43 @@ Test(op_torture, status_writes_do_not_wait_for_the_policy_watch)
     cr_assert_eq(fh.count, 1, "a status write from the stale cache (%ld requests, again %ld)",
                  fh.count, again);
     ks_faults_clear(&e->sim);
+    env_release(e);
+    reap_all();
+}
+
+/* The image pre-pull's DaemonSet is reported with the states, but a node it has not reached
+ * holds nothing back: the Ready condition's message names the driver's DaemonSet among the
+ * states not ready, not the pre-pull's. */
+Test(op_torture, the_image_prepull_is_shown_not_waited_for)
+{
+    env *e = env_with_status();
+    run_step(e, STEP_NODES);
+    settle(e);
+    ds_named_wants_a_pod(e, "nvidia-image-prepull");
+    ds_named_wants_a_pod(e, "nvidia-driver-daemonset");
+    settle(e);
+    e->c->status_written_ms = 0;
+    run_step(e, STEP_STATUS);
+    char seen[2048];
+    states_seen(e, seen, sizeof(seen));
+    cr_assert(strstr(seen, "state-image-prepull=0 "), "%s", seen);
+    json_t *cp = NULL;
+    kc_err err;
+    cr_assert_eq(kc_get(e->admin, &KC_RES_CLUSTERPOLICIES, NULL, "cluster-policy", &cp, &err),
+                 KC_OK, "%s", err.msg);
+    const char *msg = NULL;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(cp, "status"), "conditions"), i, c)
+    {
+        const char *t = str_at(c, "type", NULL);
+        if (t && !strcmp(t, "Ready"))
+            msg = str_at(c, "message", NULL);
+    }
+    cr_assert_not_null(msg);
+    cr_assert(strstr(msg, "states not ready: state-driver (0/1 nodes)"), "%s", msg);
+    cr_assert_null(strstr(msg, "state-image-prepull"), "%s", msg);
+    json_decref(cp);
     env_release(e);
     reap_all();
 }
