@@ -3,7 +3,8 @@
 # the images built from the Dockerfile, NVIDIA's components played by e2e/realnode-standins:
 #  1. install: `helm install` → the operator, every operand and the validation pods Running or
 #     Completed on the node, the ClusterPolicy ready, `kubectl logs` of a validation pod shows
-#     vectorAdd's output and "Test PASSED", the node advertises nvidia.com/gpu;
+#     vectorAdd's output and "Test PASSED", the node advertises nvidia.com/gpu; the image
+#     pre-pull's containers started (the hold program in NVIDIA's images) and its pod is gone;
 #  5. edit the ClusterPolicy: DCGM exporter off (its DaemonSet and pod go) and on again (back,
 #     Running); the device plugin's version changed (its DaemonSet rolls to the new image, the
 #     node validates again and is ready);
@@ -122,6 +123,18 @@ grep -q '^Test PASSED$' <<<"$logs" || fail "no Test PASSED in $vpod's log"
 gpus=$(k get node "$node" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}')
 [ "${gpus:-0}" -ge 1 ] || fail "the node advertises no nvidia.com/gpu (allocatable: ${gpus:-none})"
 echo "node $node: nvidia.com/gpu allocatable $gpus"
+# The image pre-pull ran here, in runc: the static hold program copied out of the project's image
+# ran in the stand-ins of NVIDIA's images, and the pod went with the node's last deploy label.
+no_prepull_pod() { [ -z "$(k -n "$ns" get pods -l app=nvidia-image-prepull -o name)" ]; }
+until_ok "the pre-pull pod gone" 120 no_prepull_pod
+pre=$(k -n "$ns" get events -o jsonpath='{range .items[*]}{.involvedObject.name} {.reason}: {.message}{"\n"}{end}' |
+    grep '^nvidia-image-prepull-' || true)
+echo "the pre-pull pod's events:"
+sed 's/^/  | /' <<<"$pre"
+for c in install-hold hold pull-container-toolkit pull-k8s-device-plugin pull-dcgm-exporter; do
+    grep -q " Started: Started container $c$" <<<"$pre" || fail "the pre-pull's $c never started"
+done
+! grep -Eq ' (BackOff|Failed): ' <<<"$pre" || fail "the pre-pull failed on $node"
 
 step "flow 5: DCGM exporter off"
 k patch clusterpolicy cluster-policy --type merge -p '{"spec":{"dcgmExporter":{"enabled":false}}}' >/dev/null
