@@ -256,6 +256,9 @@ STATES = [
     ("state-mig-manager", "nvidia-mig-manager", "mig-manager", enabled("migManager", True)),
     ("state-node-status-exporter", "nvidia-node-status-exporter", "node-status-exporter",
      enabled("nodeStatusExporter", False)),
+    # The operator's image pre-pull (on unless --image-prepull=false): its label comes and goes
+    # with each node's rollout, checked below.
+    ("state-image-prepull", "nvidia-image-prepull", None, True),
 ]
 want_states = {s: d for s, d, _, on in STATES if on}
 
@@ -391,6 +394,9 @@ for n in gpu_nodes:
         key = "nvidia.com/gpu.deploy." + c
         if lb.get(key) != "true":
             (wrong if key in lb else lost).append("node %s: label %s=%s" % (n, key, lb.get(key)))
+    if lb.get("nvidia.com/gpu.deploy.image-prepull") == "true":
+        wrong.append("node %s: the image pre-pull still runs on it "
+                     "(nvidia.com/gpu.deploy.image-prepull=true)" % n)
     want_count = (meta(nodes[n]).get("annotations") or {}).get("nodesim.io/gpus")
     if want_count and lb.get("nvidia.com/gpu.count") != want_count:
         (wrong if "nvidia.com/gpu.count" in lb else lost).append(

@@ -13,7 +13,8 @@ NODESIM="${NODESIM_BIN:-$BUILD_DIR/nodesim}"
 # The order the operator walks the states (states/README.md).
 ORDER=(pre-requisites state-operator-metrics state-driver state-container-toolkit
     state-operator-validation state-device-plugin state-mps-control-daemon state-dcgm
-    state-dcgm-exporter gpu-feature-discovery state-mig-manager state-node-status-exporter)
+    state-dcgm-exporter gpu-feature-discovery state-mig-manager state-node-status-exporter
+    state-image-prepull)
 
 # Each DaemonSet and the node selector it must carry (keys sorted, as go-template prints maps).
 declare -A SELECTOR=(
@@ -27,6 +28,7 @@ declare -A SELECTOR=(
     [gpu-feature-discovery]="nvidia.com/gpu.deploy.gpu-feature-discovery=true"
     [nvidia-mig-manager]="nvidia.com/gpu.deploy.mig-manager=true"
     [nvidia-node-status-exporter]="nvidia.com/gpu.deploy.node-status-exporter=true"
+    [nvidia-image-prepull]="nvidia.com/gpu.deploy.image-prepull=true"
 )
 VALIDATOR_IMAGE=ghcr.io/gpu-operator/gpu-operator-validator
 
