@@ -129,6 +129,11 @@ def build():
     op["env"]["description"] = "Extra environment variables of the operator container."
     op["cleanupCRD"] = b("Deletes the ClusterPolicy CRD in the pre-delete hook, after the "
                          "ClusterPolicy (NVIDIA's operator.cleanupCRD).")
+    op["imagePrepull"] = obj("The image pre-pull DaemonSet nvidia-image-prepull (this operator's "
+                             "own value).", {
+        "enabled": b("Pull a GPU node's later operand images while its first operand starts "
+                     "(--image-prepull)."),
+    })
     op["logging"] = obj("Log settings of the operator (NVIDIA's zap flags).", {
         "level": s("Least level logged (KC_LOG_LEVEL): debug, info, warn or error; NVIDIA's zap "
                    "levels dpanic, panic and fatal log errors only.",
