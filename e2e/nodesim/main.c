@@ -38,6 +38,9 @@ static void usage(FILE *f)
             "  --ready-file PATH        written once every node is registered\n"
             "  --driver-load-ms, --toolkit-ms, --plugin-ms, --gfd-ms, --validation-ms,\n"
             "  --mig-apply-ms, --mig-client-timeout-ms, --reboot-ms   component timings\n"
+            "  --kubelet kubesim|kwok   what runs the nodes' pods (default kubesim); kwok writes\n"
+            "                           pod status from templates, so nodesim writes a crash loop\n"
+            "                           again when kwok's next write loses it\n"
             "  -v                       debug logging\n");
 }
 
@@ -124,6 +127,7 @@ enum {
     O_MIGAPPLY,
     O_MIGCLIENT,
     O_REBOOT,
+    O_KUBELET,
 };
 
 static bool parse_long(const char *s, long *out)
@@ -185,6 +189,7 @@ int main(int argc, char **argv)
         {"mig-apply-ms", required_argument, NULL, O_MIGAPPLY},
         {"mig-client-timeout-ms", required_argument, NULL, O_MIGCLIENT},
         {"reboot-ms", required_argument, NULL, O_REBOOT},
+        {"kubelet", required_argument, NULL, O_KUBELET},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -192,7 +197,8 @@ int main(int argc, char **argv)
     int c;
     long v = 0;
     while ((c = getopt_long(argc, argv, "hv", longopts, NULL)) != -1) {
-        if (c >= O_WORKERS && c != O_VALIDATOR && c != O_READY && !parse_long(optarg, &v)) {
+        if (c >= O_WORKERS && c != O_VALIDATOR && c != O_READY && c != O_KUBELET &&
+            !parse_long(optarg, &v)) {
             fprintf(stderr, "nodesim: %s: expected a non-negative integer\n", optarg);
             return 2;
         }
@@ -244,6 +250,13 @@ int main(int argc, char **argv)
             break;
         case O_REBOOT:
             o.timings.reboot_ms = v;
+            break;
+        case O_KUBELET:
+            if (strcmp(optarg, "kubesim") && strcmp(optarg, "kwok")) {
+                fprintf(stderr, "nodesim: --kubelet %s: expected kubesim or kwok\n", optarg);
+                return 2;
+            }
+            o.template_kubelet = !strcmp(optarg, "kwok");
             break;
         default:
             usage(stderr);

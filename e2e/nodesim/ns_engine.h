@@ -27,6 +27,10 @@ typedef struct ns_engine_opts {
     int workers;                /* reconcile threads; 0 → 4 */
     long heartbeat_s;           /* Lease renewal period; 0 → 10 */
     const char *ready_file;     /* written once every node is registered (may be NULL) */
+    /* The nodes' kubelet is a stand-in that writes pod status from templates (kwok on the
+     * conformance lane), not kubesim's, which keeps the status nodesim's answers imply: a crash
+     * loop nodesim wrote is written again when a later status write of that stand-in lost it. */
+    bool template_kubelet;
 } ns_engine_opts;
 
 /* Runs until SIGINT/SIGTERM. Returns KC_OK on a clean stop, else the error that stopped it. */

@@ -36,6 +36,7 @@ typedef struct ns_simnode {
     char op_uid[NS_OP_COUNT][64];      /* the Running pod of each operand, "" when none */
     uint64_t op_since[NS_OP_COUNT];    /* when it was first seen Running */
     char crashed_uid[NS_OP_COUNT][64]; /* the operand pod whose status says it crash-loops */
+    uint64_t crashed_rv[NS_OP_COUNT];  /* its resourceVersion once that status was written */
     /* MIG manager */
     ns_mm_phase mm;
     bool mm_have_handled;

@@ -129,6 +129,32 @@ static bool up_for(step *s, ns_operand op, long ms)
     return false;
 }
 
+/* Whether a template kubelet (kwok) wrote the pod's status after nodesim wrote its crash loop
+ * (crashed_rv) and lost it: its first container no longer waits in CrashLoopBackOff. A version
+ * no newer than nodesim's write is the cache lagging behind it. */
+static bool crash_lost(const step *s, const json_t *pod, ns_operand op)
+{
+    if (!s->e->o.template_kubelet)
+        return false;
+    const char *rvs = str_at(pod, "metadata", "resourceVersion");
+    uint64_t rv = rvs ? strtoull(rvs, NULL, 10) : 0;
+    if (rv <= s->n->crashed_rv[op])
+        return false;
+    const json_t *spec = json_object_get(pod, "spec");
+    const char *first =
+        str_at(json_array_get(json_object_get(spec, "containers"), 0), "name", NULL);
+    const char *why = NULL;
+    size_t i;
+    const json_t *st;
+    json_array_foreach(json_object_get(json_object_get(pod, "status"), "containerStatuses"), i, st)
+    {
+        const char *sn = str_at(st, "name", NULL);
+        if (first && sn && !strcmp(sn, first))
+            why = str_at(json_object_get(json_object_get(st, "state"), "waiting"), "reason", NULL);
+    }
+    return !why || strcmp(why, "CrashLoopBackOff") != 0;
+}
+
 /* An operand pod's container status while it fails (a crash loop whose last run ended with
  * msg, the error the component prints), and back to running once it no longer does. */
 static void crash_status(step *s, ns_operand op, const char *msg)
@@ -140,6 +166,8 @@ static void crash_status(step *s, ns_operand op, const char *msg)
     bool crash = msg != NULL;
     const char *uid = n->op_uid[op];
     bool is_crashed = strcmp(n->crashed_uid[op], uid) == 0;
+    if (crash && is_crashed && crash_lost(s, pod, op))
+        is_crashed = false;
     if (crash == is_crashed)
         return;
     const json_t *c0 =
@@ -170,11 +198,15 @@ static void crash_status(step *s, ns_operand op, const char *msg)
                   "lastTransitionTime", now, "containerStatuses", cs);
     kc_patch_opts po = {.subresource = "status"};
     kc_err err;
+    json_t *written = NULL;
     kc_code rc =
         kc_patch(s->e->api, &KC_RES_PODS, str_at(pod, "metadata", "namespace"),
-                 str_at(pod, "metadata", "name"), KC_PATCH_STRATEGIC, patch, &po, NULL, &err);
+                 str_at(pod, "metadata", "name"), KC_PATCH_STRATEGIC, patch, &po, &written, &err);
     json_decref(patch);
     if (rc == KC_OK) {
+        const char *wrv = str_at(written, "metadata", "resourceVersion");
+        n->crashed_rv[op] = crash && wrv ? strtoull(wrv, NULL, 10) : 0;
+        json_decref(written);
         /* uid is n->op_uid[op]: another array of the same node, copied without snprintf (which
          * may not take an argument from the object it writes) */
         const char *src = crash ? uid : "";
