@@ -70,6 +70,11 @@ YAML
 }
 
 pod_phase() { k get pod -n gpu-operator "$1" -o jsonpath='{.status.phase}'; }
+# sim_answers POD KEY: what nodesim answered kubesim's kubelet about pod POD in gpu-operator
+# (KEY nodesim.io/init or nodesim.io/probes), as compact JSON with sorted keys, "null" if nothing.
+sim_answers() {
+    k get --raw "/kubesim/v1/answers/namespaces/gpu-operator/pods/$1" | jq -cS --arg k "$2" '.answers[$k]'
+}
 
 # second_policy_ignored: creates a second ClusterPolicy ("second", empty spec) and waits until the
 # operator marks it ignored.

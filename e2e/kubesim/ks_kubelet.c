@@ -43,6 +43,13 @@ static void push(struct ks_kubelet *kl, int kind, ks_event_type type, json_t *ob
     uv_async_send(&kl->async);
 }
 
+void kl_push_answered(struct ks_kubelet *kl, const char *pod_key)
+{
+    json_t *k = json_string(pod_key);
+    if (k)
+        push(kl, 4, KS_MODIFIED, k);
+}
+
 typedef struct bridge_arg {
     struct ks_kubelet *kl;
     int idx; /* 0 pods, 1 nodes */
@@ -179,7 +186,10 @@ static void on_async(uv_async_t *a)
         case 2:
             kl_pod_sync(kl, q[i].obj);
             break;
-        default:
+        case 4:
+            kl_pod_answered(kl, json_string_value(q[i].obj));
+            break;
+        case 3:
             kl_node_sync(kl, q[i].obj);
             break;
         }
@@ -251,6 +261,7 @@ static void kubelet_free(struct ks_kubelet *kl)
     kc_map_free(kl->pods, NULL);
     kc_map_free(kl->nodes, kl_node_free);
     kc_map_free(kl->missing, NULL);
+    kl_answers_free(kl);
     ks_image_map_free(&kl->imap);
     kl_pull_free(kl);
     ks_kl_logs_free(kl->logs);
@@ -320,6 +331,8 @@ kc_code ks_kubelet_start(ks_sim *sim, kc_err *err)
         rc = kc_err_set(err, KC_ENOMEM, "out of memory starting the kubelet");
         goto fail;
     }
+    if ((rc = kl_answers_init(kl, err)) != KC_OK)
+        goto fail;
     if (*logdir && (rc = ks_pki_mkdirs(logdir, err)) != KC_OK)
         goto fail;
     if (!kl_pull_init(kl, err)) {

@@ -29,6 +29,14 @@ void ks_kubelet_tune(ks_sim *sim, const ks_kubelet_tuning *t);
  * on; a 20,000-pod benchmark may turn them off to keep the store small). */
 void ks_kubelet_set_events(ks_sim *sim, bool on);
 
+/* nodesim's answers (ks_kubelet_answers.c). The body of PUT /kubesim/v1/answers/namespaces/NS/
+ * pods/NAME: {"uid": UID, "key": "nodesim.io/init" | "nodesim.io/probes", "answers": {CONTAINER:
+ * TEXT}}; *out is the document, or KC_EBADREQUEST with a message naming the field. */
+kc_code ks_answers_parse(const char *body, size_t len, json_t **out, kc_err *err);
+/* An init container's answer: 1 "ok" (exited 0), -1 "exit N: TEXT" (exited N, 0 < N < 256, with
+ * TEXT in msg), 0 anything else (still running: what it waits for). */
+int ks_answer_init_parse(const char *v, int *code, char *msg, size_t size);
+
 /* ---- internals ---- */
 
 /* One entry of the image map file:

@@ -611,15 +611,11 @@ static bool sim_probe(const kl_ctr *c, char *msg, size_t size)
     kl_node *n = kl_node_get(p->kl, p->node);
     if (!n || !n->nodesim)
         return true;
-    const char *ann = json_string_value(json_object_get(
-        json_object_get(json_object_get(p->obj, "metadata"), "annotations"), "nodesim.io/probes"));
-    json_t *all = ann ? json_loads(ann, 0, NULL) : NULL;
-    const char *v = json_string_value(json_object_get(all, c->name));
-    bool ok = v && strcmp(v, "ok") == 0;
-    if (!ok)
-        snprintf(msg, size, "%s", v ? v : "no answer from the container yet");
-    json_decref(all);
-    return ok;
+    if (!kl_answer(p, KL_ANSWER_PROBES, c->name, msg, size)) {
+        snprintf(msg, size, "no answer from the container yet");
+        return false;
+    }
+    return strcmp(msg, "ok") == 0;
 }
 
 /* The container failed its startup or liveness probe failureThreshold times: it is killed and

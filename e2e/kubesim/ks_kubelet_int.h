@@ -152,6 +152,11 @@ struct ks_kubelet {
     size_t n_busy, cap_busy;
     uv_timer_t t_pull;
     struct kl_ctr *pull_sync; /* the container whose start is asking for a pull right now */
+    /* nodesim's answers (ks_kubelet_answers.c): pod uid → {key: {container: text}}, under amu
+     * (HTTP threads write, the loop reads). boot_id changes with every start. */
+    pthread_mutex_t amu;
+    kc_map *answers;
+    char boot_id[20];
 };
 
 /* ks_kubelet.c */
@@ -167,6 +172,20 @@ void kl_close(kl_pod *p, uv_handle_t *h);
 /* Called by ks_kubelet_ctr.c whenever a process run ended (stop waits for all of them). */
 void kl_runs_changed(struct ks_kubelet *kl);
 
+/* Queues pod_key ("ns/name") for kl_pod_answered on the loop (any thread). */
+void kl_push_answered(struct ks_kubelet *kl, const char *pod_key);
+
+/* ks_kubelet_answers.c */
+#define KL_ANSWER_INIT   "nodesim.io/init"
+#define KL_ANSWER_PROBES "nodesim.io/probes"
+kc_code kl_answers_init(struct ks_kubelet *kl, kc_err *err);
+void kl_answers_free(struct ks_kubelet *kl);
+/* Forgets a pod's answers (any thread). */
+void kl_answers_drop(struct ks_kubelet *kl, const char *uid);
+/* nodesim's answer under key (KL_ANSWER_*) for container ctr of p: its channel's once it has
+ * answered p under key, else the pod's annotation key. Copied into buf; false when none. */
+bool kl_answer(const kl_pod *p, const char *key, const char *ctr, char *buf, size_t size);
+
 /* ks_kubelet_node.c */
 kl_node *kl_node_get(struct ks_kubelet *kl, const char *name);
 void kl_node_refresh_devices(struct ks_kubelet *kl, kl_node *n);
@@ -178,6 +197,9 @@ void kl_node_free(void *n);
 /* ks_kubelet_pod.c */
 void kl_pod_event(struct ks_kubelet *kl, ks_event_type type, json_t *obj);
 void kl_pod_sync(struct ks_kubelet *kl, json_t *items);
+/* nodesim answered about the pod pod_key ("ns/name"): a simulated init container waiting for
+ * its answer may be done. */
+void kl_pod_answered(struct ks_kubelet *kl, const char *pod_key);
 /* Stops the local processes an earlier kubesim on the same directory left running (it was killed
  * with SIGKILL), before this kubelet starts the pods' containers again. */
 void kl_reap_orphans(struct ks_kubelet *kl);

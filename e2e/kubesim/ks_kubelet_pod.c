@@ -437,20 +437,10 @@ static int sim_init_done(const kl_ctr *c, int *code, char *msg, size_t size)
     kl_node *n = kl_node_get(p->kl, p->node);
     if (!n || !n->nodesim)
         return 1;
-    const char *ann = sget(json_object_get(json_object_get(p->obj, "metadata"), "annotations"),
-                           "nodesim.io/init", NULL);
-    json_t *all = ann ? json_loads(ann, 0, NULL) : NULL;
-    const char *v = json_string_value(json_object_get(all, c->name));
-    int done = v && strcmp(v, "ok") == 0;
-    char *end = NULL;
-    long n_ = v && !strncmp(v, "exit ", 5) ? strtol(v + 5, &end, 10) : 0;
-    if (!done && end && end[0] == ':' && n_ > 0 && n_ < 256) {
-        *code = (int)n_;
-        snprintf(msg, size, "%s", end[1] == ' ' ? end + 2 : end + 1);
-        done = -1;
-    }
-    json_decref(all);
-    return done;
+    char v[1024];
+    if (!kl_answer(p, KL_ANSWER_INIT, c->name, v, sizeof(v)))
+        return 0;
+    return ks_answer_init_parse(v, code, msg, size);
 }
 
 static void sim_init_complete(kl_ctr *c)
@@ -516,6 +506,13 @@ static void recheck_init(kl_pod *p)
     char msg[8];
     if (!c->map && c->state == CS_RUNNING && sim_init_done(c, &code, msg, sizeof(msg)))
         run_inits(p);
+}
+
+void kl_pod_answered(struct ks_kubelet *kl, const char *pod_key)
+{
+    kl_pod *p = pod_key ? kc_map_get(kl->pods, pod_key) : NULL;
+    if (p)
+        recheck_init(p);
 }
 
 static void pod_start(kl_pod *p)
@@ -661,6 +658,7 @@ void kl_pod_remove(kl_pod *p, bool hard)
     if (p->removed)
         return;
     kc_map_remove(p->kl->pods, p->key);
+    kl_answers_drop(p->kl, p->uid);
     p->removed = true;
     ext_release(p);
     quiesce_all(p, hard ? SIGKILL : SIGTERM);
@@ -692,6 +690,7 @@ void kl_pod_event(struct ks_kubelet *kl, ks_event_type type, json_t *obj)
     if (type == KS_DELETED) {
         if (p)
             kl_pod_remove(p, true);
+        kl_answers_drop(kl, uid);
         ks_kl_logs_drop_pod(kl->logs, ns, name);
         return;
     }

@@ -269,7 +269,8 @@ enum MHD_Result ks_reply_forbidden(ks_req *r, const char *reason)
     return ks_reply_status(r, 403, "Forbidden", msg, d);
 }
 
-/* GET /kubesim/requests, POST /kubesim/compact: test and benchmark hooks for the admin. */
+/* GET /kubesim/requests, POST /kubesim/compact, /kubesim/v1/faults, /kubesim/v1/answers: test
+ * and benchmark hooks for the admin (answers: nodesim's, see ks_kubelet_answers.c). */
 static enum MHD_Result handle_admin(ks_req *r)
 {
     if (!r->user.admin)
@@ -286,6 +287,8 @@ static enum MHD_Result handle_admin(ks_req *r)
     }
     if (r->nseg == 3 && !strcmp(r->seg[1], "v1") && !strcmp(r->seg[2], "faults"))
         return ks_fault_handle_admin(r);
+    if (r->nseg >= 3 && !strcmp(r->seg[1], "v1") && !strcmp(r->seg[2], "answers"))
+        return ks_kubelet_answers_handle(r);
     return ks_reply_not_found(r);
 }
 

@@ -140,6 +140,8 @@ json_t *ks_status_for_error(ks_req *r, const kc_err *err, unsigned *http_code);
 enum MHD_Result ks_reply_forbidden(ks_req *r, const char *reason);
 /* 404 with the API server's "the server could not find the requested resource". */
 enum MHD_Result ks_reply_not_found(ks_req *r);
+/* ks_kubelet_answers.c: /kubesim/v1/answers[/namespaces/NS/pods/NAME] (admin only). */
+enum MHD_Result ks_kubelet_answers_handle(ks_req *r);
 /* The HTTP code and reason for a kc_code. */
 unsigned ks_http_code(kc_code code, const char **reason);
 

@@ -26,6 +26,7 @@ void ns_simnode_init(ns_simnode *n)
     n->vals = kc_map_new();
     n->workloads = kc_map_new();
     n->wrote = kc_map_new();
+    n->sent = kc_map_new();
     ns_fault_parse(NULL, 0, &n->faults, NULL);
     atomic_init(&n->hb_down, false);
     atomic_init(&n->registered, false);
@@ -38,6 +39,7 @@ void ns_simnode_clear(ns_simnode *n)
     kc_map_free(n->vals, free);
     kc_map_free(n->workloads, free);
     kc_map_free(n->wrote, NULL);
+    kc_map_free(n->sent, free);
 }
 
 static const char *str_at(const json_t *o, const char *a, const char *b)
@@ -298,8 +300,13 @@ static void *heartbeat(void *arg)
     uint64_t start = ns_now_ms();
     for (size_t i = 0; i < e->n; i++)
         e->sn[i].next_hb_ms = start + period * i / (e->n ? e->n : 1);
+    uint64_t next_boot_check = 0;
     while (!atomic_load(&e->stop)) {
         uint64_t now = ns_now_ms();
+        if (now >= next_boot_check) {
+            ns_answers_check_kubelet(e);
+            next_boot_check = now + 2000;
+        }
         for (size_t i = 0; i < e->n && !atomic_load(&e->stop); i++) {
             ns_simnode *n = &e->sn[i];
             if (now < n->next_hb_ms)
@@ -400,6 +407,7 @@ kc_code ns_engine_run(const ns_engine_opts *opts, kc_err *err)
     e->n_workers = opts->workers > 0 ? opts->workers : 4;
     pthread_mutex_init(&e->idx_mu, NULL);
     atomic_init(&e->stop, false);
+    atomic_init(&e->answers_epoch, 0u);
     e->by_name = kc_map_new();
     e->pods_by_node = kc_map_new();
     e->n = opts->fleet->n_nodes;

@@ -55,8 +55,12 @@ typedef struct ns_simnode {
     kc_map *vals; /* validation pod uid → first-seen ms (boxed uint64_t) */
     /* "validator pod uid/init container" → name of the workload pod it created (malloc'd) */
     kc_map *workloads;
-    unsigned ready_files;    /* NS_READY_ files in the node's /run/nvidia/validations */
-    kc_map *wrote;           /* "pod uid/init container" of validators that wrote their file */
+    unsigned ready_files; /* NS_READY_ files in the node's /run/nvidia/validations */
+    kc_map *wrote;        /* "pod uid/init container" of validators that wrote their file */
+    /* "pod uid key" → the answers (compact JSON) last handed to kubesim's kubelet for that pod,
+     * as of kubelet boot sent_epoch (see ns_engine.answers_epoch) */
+    kc_map *sent;
+    unsigned sent_epoch;
     atomic_bool clear_files; /* a pod whose preStop removes the ready files began to stop */
     bool gone;               /* the Node was deleted by someone: not re-registered */
     bool created;
@@ -84,6 +88,11 @@ typedef struct ns_engine {
     int n_workers;
     pthread_t hb;
     atomic_bool stop;
+    /* kubesim's kubelet, which keeps nodesim's answers in memory: its boot id as last seen
+     * (heartbeat thread only), and how many times it changed (a restarted kubelet knows no
+     * answers: every node hands them over again) */
+    char kubelet_boot[32];
+    atomic_uint answers_epoch;
     bool started_workers;
     bool ready_written;
 } ns_engine;
@@ -96,10 +105,19 @@ json_t *ns_engine_node_pods(ns_engine *e, const char *node);
 /* Renews (or creates) the node's Lease in kube-node-lease. */
 void ns_engine_renew_lease(ns_engine *e, ns_simnode *n);
 
-/* ns_gates.c: writes annotation key = ans (compact JSON; consumed) on pod where it differs;
- * false when the write failed and should be retried. */
-bool ns_write_pod_answers(ns_engine *e, const char *node, const json_t *pod, const char *key,
+/* ns_gates.c: hands nodesim's answers under key (NS_INIT_ANNOTATION, NS_PROBES_ANNOTATION) for
+ * pod on node n to the kubelet, where they changed: to kubesim's kubelet over its answer channel
+ * (PUT /kubesim/v1/answers/...), which a real node's runtime does without the API server; to a
+ * template kubelet (kwok) as the pod's annotation key. ans (compact JSON) is consumed. False
+ * when the write failed and should be retried. */
+bool ns_write_pod_answers(ns_engine *e, ns_simnode *n, const json_t *pod, const char *key,
                           json_t *ans);
+/* Forgets what was sent for pods no longer in pods (the node's), and everything when the
+ * kubelet restarted since. */
+void ns_answers_sync(ns_engine *e, ns_simnode *n, const json_t *pods);
+/* Heartbeat thread: notices a restart of kubesim's kubelet (its boot id) and has every node
+ * hand its answers over again. */
+void ns_answers_check_kubelet(ns_engine *e);
 /* Not Succeeded/Failed and not being deleted. */
 bool ns_pod_live(const json_t *pod);
 /* The GPU resource NVIDIA's validator asks for in its plugin workload pod (nvidia.com/gpu, else

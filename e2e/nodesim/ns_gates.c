@@ -34,17 +34,13 @@ static void want_again(gstep *s, uint64_t at)
         s->next = at > s->now ? at : s->now;
 }
 
-bool ns_write_pod_answers(ns_engine *e, const char *node, const json_t *p, const char *key,
-                          json_t *ans)
+static bool annotate(ns_engine *e, const char *node, const json_t *p, const char *key,
+                     const char *text)
 {
-    char *text = json_dumps(ans, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(ans);
     const char *cur = json_string_value(
         json_object_get(json_object_get(json_object_get(p, "metadata"), "annotations"), key));
-    if (!text || (cur && strcmp(cur, text) == 0)) {
-        free(text);
+    if (cur && strcmp(cur, text) == 0)
         return true;
-    }
     json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", key, text);
     kc_err err;
     kc_code rc = kc_patch(e->api, &KC_RES_PODS, str_at(p, "metadata", "namespace"),
@@ -53,11 +49,129 @@ bool ns_write_pod_answers(ns_engine *e, const char *node, const json_t *p, const
     if (rc != KC_OK && rc != KC_ENOTFOUND) {
         kc_warn("cannot write a pod's answers", "node=%s pod=%s what=%s err=\"%s\"", node,
                 str_at(p, "metadata", "name"), key, err.msg);
-        free(text);
         return false;
     }
-    free(text);
     return true;
+}
+
+/* PUT of the answers to kubesim's kubelet. A pod that is gone or was replaced (404, 409) needs
+ * none. */
+static bool hand_over(ns_engine *e, const char *node, const json_t *p, const char *key, json_t *ans)
+{
+    const char *ns = str_at(p, "metadata", "namespace"), *name = str_at(p, "metadata", "name");
+    const char *uid = str_at(p, "metadata", "uid");
+    if (!ns || !name || !uid)
+        return true;
+    char path[800];
+    snprintf(path, sizeof(path), "/kubesim/v1/answers/namespaces/%s/pods/%s", ns, name);
+    json_t *body = json_pack("{s:s, s:s, s:O}", "uid", uid, "key", key, "answers", ans);
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!text)
+        return false;
+    kc_request req = {.method = "PUT", .path = path, .body = text, .body_len = strlen(text)};
+    kc_err err;
+    kc_code rc = kc_client_do(e->api, &req, NULL, &err);
+    free(text);
+    if (rc != KC_OK && rc != KC_ENOTFOUND && rc != KC_ECONFLICT) {
+        kc_warn("cannot hand a pod's answers to the kubelet", "node=%s pod=%s what=%s err=\"%s\"",
+                node, name, key, err.msg);
+        return false;
+    }
+    return true;
+}
+
+bool ns_write_pod_answers(ns_engine *e, ns_simnode *n, const json_t *p, const char *key,
+                          json_t *ans)
+{
+    char *text = json_dumps(ans, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!text) {
+        json_decref(ans);
+        return false;
+    }
+    bool ok;
+    if (e->o.template_kubelet) {
+        ok = annotate(e, n->name, p, key, text);
+        free(text);
+    } else {
+        char skey[400];
+        snprintf(skey, sizeof(skey), "%s %s", str_at(p, "metadata", "uid") ?: "", key);
+        const char *was = kc_map_get(n->sent, skey);
+        ok = was && strcmp(was, text) == 0;
+        if (!ok && (ok = hand_over(e, n->name, p, key, ans))) {
+            void *old = NULL;
+            if (kc_map_put(n->sent, skey, text, &old) == KC_OK)
+                text = NULL;
+            free(old);
+        }
+        free(text);
+    }
+    json_decref(ans);
+    return ok;
+}
+
+void ns_answers_sync(ns_engine *e, ns_simnode *n, const json_t *pods)
+{
+    unsigned epoch = atomic_load(&e->answers_epoch);
+    if (epoch != n->sent_epoch) {
+        kc_map_free(n->sent, free);
+        n->sent = kc_map_new();
+        n->sent_epoch = epoch;
+        return;
+    }
+    if (!n->sent || !kc_map_size(n->sent))
+        return;
+    kc_map *keep = kc_map_new();
+    if (!keep)
+        return;
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (kc_map_next(n->sent, &pos, &k, &v)) {
+        size_t ul = strcspn(k, " ");
+        bool live = false;
+        size_t i;
+        const json_t *p;
+        json_array_foreach(pods, i, p)
+        {
+            const char *uid = str_at(p, "metadata", "uid");
+            if (uid && strlen(uid) == ul && !strncmp(uid, k, ul))
+                live = true;
+        }
+        if (live && kc_map_put(keep, k, v, NULL) == KC_OK)
+            continue;
+        free(v);
+    }
+    kc_map_free(n->sent, NULL);
+    n->sent = keep;
+}
+
+void ns_answers_check_kubelet(ns_engine *e)
+{
+    if (e->o.template_kubelet)
+        return;
+    kc_request req = {.method = "GET", .path = "/kubesim/v1/answers"};
+    kc_response resp = {0};
+    kc_err err;
+    if (kc_client_do(e->api, &req, &resp, &err) != KC_OK) {
+        kc_response_free(&resp);
+        return; /* down or restarting: asked again on the next beat */
+    }
+    json_t *doc = resp.body ? json_loadb(resp.body, resp.body_len, 0, NULL) : NULL;
+    const char *boot = json_string_value(json_object_get(doc, "bootID"));
+    if (boot && strcmp(boot, e->kubelet_boot) != 0) {
+        bool restarted = e->kubelet_boot[0] != '\0';
+        snprintf(e->kubelet_boot, sizeof(e->kubelet_boot), "%s", boot);
+        if (restarted) {
+            kc_info("kubesim's kubelet restarted: handing over every answer again", "boot=%s",
+                    boot);
+            atomic_fetch_add(&e->answers_epoch, 1);
+            for (size_t i = 0; i < e->n; i++)
+                kc_workqueue_add(e->q, e->sn[i].name);
+        }
+    }
+    json_decref(doc);
+    kc_response_free(&resp);
 }
 
 bool ns_pod_live(const json_t *p)
@@ -270,7 +384,7 @@ static void init_answers(gstep *s, const ns_gate_view *v, const json_t *alloc)
             }
             json_object_set_new(ans, name, json_string(wait ? wait : "ok"));
         }
-        if (!ns_write_pod_answers(s->e, n->name, p, NS_INIT_ANNOTATION, ans))
+        if (!ns_write_pod_answers(s->e, n, p, NS_INIT_ANNOTATION, ans))
             want_again(s, s->now + 500);
     }
     kc_map_free(n->workloads, free);

@@ -263,7 +263,7 @@ static void probe_answers(step *s, const ns_probe_view *v)
         if (!ns_pod_live(p))
             continue;
         json_t *ans = ns_probe_answers(p, ns_operand_of_pod(p, s->e->o.validator_glob), v);
-        if (ans && !ns_write_pod_answers(s->e, s->n->name, p, NS_PROBES_ANNOTATION, ans))
+        if (ans && !ns_write_pod_answers(s->e, s->n, p, NS_PROBES_ANNOTATION, ans))
             want_again(s, s->now + 500);
     }
 }
@@ -782,6 +782,7 @@ long ns_reconcile_node(ns_engine *e, ns_simnode *n)
     s.pods = ns_engine_node_pods(e, n->name);
     if (!s.label_patch || !s.pods)
         goto done;
+    ns_answers_sync(e, n, s.pods);
 
     /* Faults from the node's annotation. */
     const char *spec = json_string_value(json_object_get(

@@ -81,6 +81,12 @@ until_eq "nodesim renews its node leases again" "yes" 30 bash -c \
      u=\$(kubectl --kubeconfig $KUBECONFIG_E2E get lease p4d-0 -n kube-node-lease -o jsonpath='{.spec.renewTime}'); [ \"\$t\" != \"\$u\" ] && echo yes"
 assert_eq "nodesim is the same process" "$nodesim_pid" "$(cat "$e2e_tmp/nodesim.pid")"
 kill -0 "$nodesim_pid" || fail "nodesim exited"
+# The new kubelet knows none of the answers nodesim handed the old one (it keeps them in memory):
+# nodesim sees its new boot id and hands them over again.
+until_eq "nodesim hands its answers to the new kubelet" yes 30 bash -c \
+    "grep -q \"kubesim's kubelet restarted: handing over every answer again\" '$e2e_tmp/nodesim.log' && echo yes"
+drv=$(k get pods -n gpu-operator -l app=nvidia-driver-daemonset --field-selector spec.nodeName=p4d-0 -o jsonpath='{.items[0].metadata.name}')
+until_eq "the driver pod's probe answers are back" '{"nvidia-driver-ctr":"ok"}' 30 sim_answers "$drv" nodesim.io/probes
 until_eq "the operator's pod Running" "Running" 60 k get pod -n gpu-operator "$op_pod" -o jsonpath='{.status.phase}'
 until_eq "ClusterPolicy ready" "ready" 60 cp_state
 

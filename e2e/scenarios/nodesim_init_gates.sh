@@ -87,9 +87,9 @@ k get pods -n gpu-operator
 assert_eq "still Init:0/1 without a driver" "Init:0/1" "$(status gated)"
 assert_eq "validator still Init:0/3" "Init:0/3" "$(status "$V")"
 assert_contains "nodesim says why" "no validator has written it" \
-    "$(k get pod -n gpu-operator gated -o jsonpath='{.metadata.annotations.nodesim\.io/init}')"
+    "$(sim_answers gated nodesim.io/init)"
 assert_contains "the validator's driver component waits for the driver" "waiting for the NVIDIA driver to load" \
-    "$(k get pod -n gpu-operator "$V" -o jsonpath='{.metadata.annotations.nodesim\.io/init}')"
+    "$(sim_answers "$V" nodesim.io/init)"
 
 step "the driver pod runs: the gates wait while the driver loads (6 s), then the pod runs"
 k apply -f - >/dev/null <<YAML

@@ -57,13 +57,15 @@ assert_eq "not Ready before the driver loaded" "False" "$(ready drv)"
 assert_eq "driver container not started" "false" "$(started drv)"
 assert_contains "the probe says why" "/sys/module/nvidia/refcnt: No such file or directory" "$(events drv)"
 assert_contains "nodesim's answer" "not loaded yet" \
-    "$(k get pod -n gpu-operator drv -o jsonpath='{.metadata.annotations.nodesim\.io/probes}')"
+    "$(sim_answers drv nodesim.io/probes)"
 [ $((SECONDS - t0)) -lt 8 ] || fail "the failing probe was seen only after the driver's load time"
 
 step "Ready once the driver has loaded"
 until_eq "driver pod Ready" "True" 30 ready drv
 assert_eq "driver container started" "true" "$(started drv)"
 assert_eq "nodesim's answer" '{"nvidia-driver-ctr":"ok","nvidia-peermem-ctr":"ok"}' \
+    "$(sim_answers drv nodesim.io/probes)"
+assert_eq "the answers stay on the node: no annotation" "" \
     "$(k get pod -n gpu-operator drv -o jsonpath='{.metadata.annotations.nodesim\.io/probes}')"
 [ $((SECONDS - t0)) -ge 8 ] || fail "Ready after $((SECONDS - t0)) s, before the driver's 8 s load"
 assert_eq "no restart" "0" "$(restarts drv)"

@@ -396,3 +396,167 @@ Test(logs, follow_streams_new_output_until_the_pod_is_gone)
     cr_assert_str_eq(r.body, "first\nlater\n");
     ka_resp_free(&r);
 }
+
+/* ---- nodesim's answers to the kubelet (/kubesim/v1/answers) ---- */
+
+TestSuite(answers, .fini = ka_stop, .timeout = 60);
+
+static json_t *pod_now(const char *name)
+{
+    json_t *p = NULL;
+    kc_err err;
+    cr_assert_eq(kc_get(ka.c, &KC_RES_PODS, "default", name, &p, &err), KC_OK, "%s", err.msg);
+    return p;
+}
+
+static const char *pod_str(const json_t *p, const char *a, const char *b, const char *c)
+{
+    const json_t *v = json_object_get(json_object_get(p, a), b);
+    return json_string_value(c ? json_object_get(v, c) : v);
+}
+
+/* The phase of pod name once it has one other than from (waits up to 10 s). */
+static char *phase_after(const char *name, const char *from)
+{
+    for (int i = 0; i < 200; i++) {
+        json_t *p = pod_now(name);
+        const char *ph = pod_str(p, "status", "phase", NULL);
+        char *out = ph && strcmp(ph, from) ? strdup(ph) : NULL;
+        json_decref(p);
+        if (out)
+            return out;
+        usleep(50 * 1000);
+    }
+    return strdup(from);
+}
+
+static ka_resp put_answers(const char *pod, const char *body)
+{
+    char path[200];
+    snprintf(path, sizeof(path), "/kubesim/v1/answers/namespaces/default/pods/%s", pod);
+    return ka_http("PUT", path, "application/json", NULL, body);
+}
+
+/* A simulated init container on a nodesim node runs until nodesim answers over the channel,
+ * which writes nothing to the pod; the answers read back, with the kubelet's boot id. */
+Test(answers, the_kubelet_waits_for_nodesims_answer_handed_over_beside_the_api)
+{
+    ka_start_opts(false, true);
+    json_t *node = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "name", "g1", "annotations",
+                             "kubesim.io/managed-by", "nodesim");
+    kc_err err;
+    cr_assert_eq(kc_create(ka.c, &KC_RES_NODES, NULL, node, NULL, &err), KC_OK, "%s", err.msg);
+    json_decref(node);
+    json_t *p = json_pack("{s:{s:s}, s:{s:s, s:[{s:s, s:s}], s:[{s:s, s:s}]}}", "metadata", "name",
+                          "gated", "spec", "nodeName", "g1", "initContainers", "name", "wait",
+                          "image", "nvcr.io/nvidia/gpu-operator:v25.3.0", "containers", "name",
+                          "main", "image", "nvcr.io/nvidia/k8s-device-plugin:v0.17.0");
+    cr_assert_eq(kc_create(ka.c, &KC_RES_PODS, "default", p, NULL, &err), KC_OK, "%s", err.msg);
+    json_decref(p);
+    p = pod_now("gated");
+    char uid[64];
+    snprintf(uid, sizeof(uid), "%s", pod_str(p, "metadata", "uid", NULL));
+    json_decref(p);
+
+    char body[400];
+    snprintf(body, sizeof(body),
+             "{\"uid\":\"%s\",\"key\":\"nodesim.io/init\",\"answers\":{\"wait\":\"not yet\"}}",
+             uid);
+    ka_resp r = put_answers("gated", body);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    json_t *doc = ka_json(&r);
+    char boot[32];
+    snprintf(boot, sizeof(boot), "%s", json_string_value(json_object_get(doc, "bootID")));
+    cr_assert_eq(strlen(boot), 16, "%s", r.body);
+    cr_assert_str_eq(
+        json_string_value(json_object_get(
+            json_object_get(json_object_get(doc, "answers"), "nodesim.io/init"), "wait")),
+        "not yet");
+    json_decref(doc);
+    ka_resp_free(&r);
+    usleep(300 * 1000);
+    char *ph = phase_after("gated", "Pending");
+    cr_assert_str_eq(ph, "Pending", "the init container runs until its answer");
+    free(ph);
+
+    snprintf(body, sizeof(body),
+             "{\"uid\":\"%s\",\"key\":\"nodesim.io/init\",\"answers\":{\"wait\":\"ok\"}}", uid);
+    r = put_answers("gated", body);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    ka_resp_free(&r);
+    ph = phase_after("gated", "Pending");
+    cr_assert_str_eq(ph, "Running", "the init container ends on nodesim's ok");
+    free(ph);
+    p = pod_now("gated");
+    cr_assert_null(json_object_get(json_object_get(p, "metadata"), "annotations"),
+                   "the answer is no write to the pod");
+    json_decref(p);
+
+    r = ka_http("GET", "/kubesim/v1/answers/namespaces/default/pods/gated", NULL, NULL, NULL);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    doc = ka_json(&r);
+    cr_assert_str_eq(json_string_value(json_object_get(doc, "bootID")), boot);
+    cr_assert_str_eq(json_string_value(json_object_get(doc, "uid")), uid);
+    json_decref(doc);
+    ka_resp_free(&r);
+    r = ka_http("GET", "/kubesim/v1/answers", NULL, NULL, NULL);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    doc = ka_json(&r);
+    cr_assert_str_eq(json_string_value(json_object_get(doc, "bootID")), boot);
+    json_decref(doc);
+    ka_resp_free(&r);
+}
+
+/* What the channel refuses, with messages in the API server's words. */
+Test(answers, bad_answers_are_refused_precisely)
+{
+    ka_start_opts(false, true);
+    make_pod("ap");
+    json_t *p = pod_now("ap");
+    char uid[64];
+    snprintf(uid, sizeof(uid), "%s", pod_str(p, "metadata", "uid", NULL));
+    json_decref(p);
+    static const struct {
+        const char *body;
+        int status;
+        const char *msg;
+    } cases[] = {
+        {"{\"uid\":", 400, "answers: not valid JSON: "},
+        {"{\"key\":\"nodesim.io/init\",\"answers\":{}}", 400, "answers: uid: Required value"},
+        {"{\"uid\":\"UID\",\"key\":\"nodesim.io/exit\",\"answers\":{}}", 400,
+         "answers: key: Unsupported value: \"nodesim.io/exit\": supported values: "
+         "\"nodesim.io/init\", \"nodesim.io/probes\""},
+        {"{\"uid\":\"UID\",\"key\":\"nodesim.io/probes\",\"answers\":[]}", 400,
+         "answers: answers: Required value: an object of container names"},
+        {"{\"uid\":\"UID\",\"key\":\"nodesim.io/probes\",\"answers\":{\"main\":1}}", 400,
+         "answers: answers[main]: Invalid value: must be a string"},
+        {"{\"uid\":\"other\",\"key\":\"nodesim.io/probes\",\"answers\":{}}", 409,
+         "Precondition failed: UID in precondition: other, UID in object meta: "},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char body[400];
+        const char *u = strstr(cases[i].body, "UID");
+        if (u)
+            snprintf(body, sizeof(body), "%.*s%s%s", (int)(u - cases[i].body), cases[i].body, uid,
+                     u + 3);
+        else
+            snprintf(body, sizeof(body), "%s", cases[i].body);
+        ka_resp r = put_answers("ap", body);
+        cr_assert_eq(r.status, cases[i].status, "case %zu: %s", i, r.body);
+        json_t *st = ka_json(&r);
+        const char *msg = json_string_value(json_object_get(st, "message"));
+        cr_assert(msg && !strncmp(msg, cases[i].msg, strlen(cases[i].msg)), "case %zu: %s", i,
+                  r.body);
+        json_decref(st);
+        ka_resp_free(&r);
+    }
+    ka_resp r = put_answers("missing", "{}");
+    cr_assert_eq(r.status, 404, "%s", r.body);
+    json_t *st = ka_json(&r);
+    cr_assert_str_eq(ka_status(st, 404, "NotFound"), "pods \"missing\" not found");
+    json_decref(st);
+    ka_resp_free(&r);
+    r = ka_http("DELETE", "/kubesim/v1/answers/namespaces/default/pods/ap", NULL, NULL, NULL);
+    cr_assert_eq(r.status, 405, "%s", r.body);
+    ka_resp_free(&r);
+}
