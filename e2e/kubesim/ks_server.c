@@ -362,7 +362,9 @@ static enum MHD_Result dispatch(ks_req *r)
         return ret;
     log_body(r);
     if (r->nseg >= 1 && strcmp(r->seg[0], "kubesim") == 0) {
-        count_request(r, r->method, url);
+        /* One counter for every pod's answers, not one per pod. */
+        bool answers = r->nseg > 3 && !strcmp(r->seg[1], "v1") && !strcmp(r->seg[2], "answers");
+        count_request(r, r->method, answers ? "/kubesim/v1/answers/namespaces/pods" : url);
         return handle_admin(r);
     }
     ret = ks_handle_discovery(r, &handled);

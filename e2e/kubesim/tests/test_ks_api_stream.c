@@ -505,6 +505,13 @@ Test(answers, the_kubelet_waits_for_nodesims_answer_handed_over_beside_the_api)
     cr_assert_str_eq(json_string_value(json_object_get(doc, "bootID")), boot);
     json_decref(doc);
     ka_resp_free(&r);
+    /* Every pod's answers count under one key of the request counters, not one per pod. */
+    json_t *st = ks_server_request_stats(&ka.sim);
+    char *text = json_dumps(st, JSON_COMPACT);
+    cr_assert_null(strstr(text, "pods/gated"), "%s", text);
+    cr_assert_not_null(strstr(text, "\"PUT /kubesim/v1/answers/namespaces/pods\":2"), "%s", text);
+    free(text);
+    json_decref(st);
 }
 
 /* What the channel refuses, with messages in the API server's words. */
