@@ -287,7 +287,8 @@ static kc_code enc_map(buf *p, const pfield *f, const json_t *map, path *at, kc_
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)map, k, v) keys[i++] = k;
-    qsort(keys, n, sizeof(*keys), cmp_key);
+    if (n > 1) /* qsort takes no null array, even of no entries */
+        qsort(keys, n, sizeof(*keys), cmp_key);
     kc_code rc = KC_OK;
     for (i = 0; i < n && rc == KC_OK; i++) {
         buf e = {0};
